@@ -1,0 +1,203 @@
+"""cli.py - the wattlog command: one function per verb; errors are one line that says what to do.
+
+  wattlog collect --broker mqtt://[USER:PASS@]HOST:PORT --data DIR [--commit-interval S]
+  wattlog feeds   --data DIR
+  wattlog export  --data DIR --feed NODE/CHANNEL|ID [--start T] [--end T] [--format csv|json]
+
+Times (T) are unix seconds, an ISO 8601 date or date-time (UTC unless it names a zone), or a
+time before now such as -24h, -90m, -7d.
+"""
+
+import argparse
+import datetime
+import json
+import logging
+import os
+import re
+import sys
+import time
+
+import numpy as np
+
+from wattlog.feeds import Registry, RegistryError
+from wattlog.phpfina import FeedError, Feed
+
+_RELATIVE = re.compile(r"-(\d+(?:\.\d+)?)([smhd])\Z")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class CliError(Exception):
+    pass
+
+
+def parse_time(text, now=None):
+    text = text.strip()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return int(float(text))
+    m = _RELATIVE.match(text)
+    if m:
+        return int((time.time() if now is None else now) - float(m.group(1)) * _UNIT_S[m.group(2)])
+    try:
+        dt = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            "%r is not a time: use unix seconds, 2026-11-21T08:00, or -24h" % text) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=datetime.timezone.utc)
+    return int(dt.timestamp())
+
+
+def iso(t):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def _data_dir(path):
+    if not os.path.isdir(path):
+        raise CliError("%s is not a data directory (is the path right? `wattlog collect` "
+                       "creates it)" % path)
+    return path
+
+
+def _registry(data):
+    try:
+        return Registry(_data_dir(data))
+    except RegistryError as e:
+        raise CliError(str(e)) from None
+
+
+def cmd_collect(args):
+    from wattlog.collector import Collector  # paho is only needed here
+    os.makedirs(args.data, exist_ok=True)
+    try:
+        collector = Collector(args.data, args.broker, commit_interval_s=args.commit_interval,
+                              base_topic=args.base_topic, client_id=args.client_id,
+                              status_interval_s=args.status_interval,
+                              max_future_s=args.max_future)
+    except (ValueError, RegistryError) as e:
+        raise CliError(str(e)) from None
+    collector.run()
+
+
+def cmd_feeds(args):
+    registry = _registry(args.data)
+    feed_dir = os.path.join(args.data, "phpfina")
+    rows = [("id", "node", "channel", "unit", "interval", "start", "end", "points")]
+    for e in registry.entries:
+        if e.get("quarantined"):
+            rows.append((str(e["id"]), e["node"], e["channel"], e["unit"], "%ds" % e["interval"],
+                         "quarantined:", e["quarantined"], ""))
+            continue
+        try:
+            feed = Feed.open(feed_dir, e["id"])
+            n = feed.npoints()
+            rows.append((str(e["id"]), e["node"], e["channel"], e["unit"], "%ds" % feed.interval,
+                         iso(feed.start), iso(feed.time(n - 1)) if n else "-", str(n)))
+        except FeedError as err:
+            rows.append((str(e["id"]), e["node"], e["channel"], e["unit"], "%ds" % e["interval"],
+                         "unreadable:", err.reason, ""))
+    if len(rows) == 1:
+        print("no feeds yet in %s" % args.data)
+        return
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+def _value_text(v):
+    """float32 in its shortest exact form; '' for NaN (no data)."""
+    return "" if np.isnan(v) else np.format_float_positional(v, unique=True, trim="-")
+
+
+def cmd_export(args):
+    registry = _registry(args.data)
+    entry = registry.lookup(args.feed)
+    if entry is None:
+        raise CliError("no feed %r in %s; `wattlog feeds --data %s` lists them"
+                       % (args.feed, args.data, args.data))
+    if entry.get("quarantined"):
+        raise CliError("feed %s is quarantined: %s" % (args.feed, entry["quarantined"]))
+    try:
+        feed = Feed.open(os.path.join(args.data, "phpfina"), entry["id"])
+    except FeedError as e:
+        raise CliError(str(e)) from None
+    start = feed.start if args.start is None else args.start
+    end = feed.end() if args.end is None else args.end
+    first = max(feed.slot(start + feed.interval - 1), 0)  # the first slot at or after start
+    stop = max(feed.slot(end + feed.interval - 1), first)  # slots before end
+    out = sys.stdout
+    progress = sys.stderr.isatty() and stop - first > 200000
+    chunk = 50000
+    if args.format == "json":
+        out.write('{"feed": %d, "node": %s, "channel": %s, "unit": %s, "interval": %d, "data": ['
+                  % (feed.id, json.dumps(entry["node"]), json.dumps(entry["channel"]),
+                     json.dumps(entry["unit"]), feed.interval))
+    else:
+        out.write("time,%s_%s\n" % (entry["channel"], entry["unit"]))
+    sep = ""
+    for lo in range(first, stop, chunk):
+        hi = min(lo + chunk, stop)
+        values = feed.read(lo, hi)
+        times = feed.time(lo) + feed.interval * np.arange(hi - lo)
+        if args.format == "json":
+            for t, v in zip(times, values):
+                text = _value_text(v)
+                out.write('%s[%d, %s]' % (sep, t, text or "null"))
+                sep = ", "
+        else:
+            out.write("".join("%d,%s\n" % (t, _value_text(v)) for t, v in zip(times, values)))
+        if progress:
+            sys.stderr.write("\rexport: %3.0f%%" % (100.0 * (hi - first) / (stop - first)))
+    if args.format == "json":
+        out.write("]}\n")
+    if progress:
+        sys.stderr.write("\rexport: done      \n")
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="wattlog", description="Local power metering collector.")
+    sub = p.add_subparsers(dest="verb", required=True)
+
+    c = sub.add_parser("collect", help="receive readings over MQTT and store them")
+    c.add_argument("--broker", default="mqtt://127.0.0.1:1883",
+                   help="mqtt://[USER:PASS@]HOST[:PORT] (default %(default)s)")
+    c.add_argument("--data", required=True, help="data directory (created if missing)")
+    c.add_argument("--commit-interval", type=float, default=300.0, metavar="S",
+                   help="seconds readings may wait in memory before they are written "
+                        "(default %(default)s)")
+    c.add_argument("--base-topic", default="wattlog")
+    c.add_argument("--client-id", default="wattlog-collector")
+    c.add_argument("--status-interval", type=float, default=60.0, metavar="S",
+                   help="seconds between status lines in the log (default %(default)s)")
+    c.add_argument("--max-future", type=int, default=3600, metavar="S",
+                   help="refuse readings stamped more than S seconds ahead (default %(default)s)")
+    c.set_defaults(func=cmd_collect)
+
+    f = sub.add_parser("feeds", help="list the feeds in a data directory")
+    f.add_argument("--data", required=True)
+    f.set_defaults(func=cmd_feeds)
+
+    e = sub.add_parser("export", help="print one feed as CSV or JSON")
+    e.add_argument("--data", required=True)
+    e.add_argument("--feed", required=True, help="NODE/CHANNEL (e.g. plug-1/power) or a feed id")
+    e.add_argument("--start", type=parse_time, help="first time (default: the feed's start)")
+    e.add_argument("--end", type=parse_time, help="end time, exclusive (default: the feed's end)")
+    e.add_argument("--format", choices=("csv", "json"), default="csv")
+    e.set_defaults(func=cmd_export)
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        args.func(args)
+    except CliError as e:
+        sys.exit("wattlog %s: %s" % (args.verb, e))
+    except BrokenPipeError:
+        sys.stderr.close()  # `wattlog export ... | head` is not an error
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

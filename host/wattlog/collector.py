@@ -1,0 +1,176 @@
+"""collector.py - the collector service: readings in over MQTT, PHPFina feeds out, delayed commits.
+
+One thread drives paho's network loop (client.loop), the ingest and the commits, so they never
+race and an exception stops the service with a traceback instead of killing a thread quietly.
+
+Commits happen when the oldest pending reading has waited commit_interval_s (default 300 s:
+few writes, a long SD-card life), when some feed has a whole 4 KiB page (1024 slots) pending,
+and at SIGTERM/SIGINT, after which the service exits: a clean stop leaves nothing unwritten.
+A commit that fails (disk full, I/O error) is logged, its points stay pending, and it is
+tried again one commit interval later.
+
+The MQTT session is persistent (clean_session False, a fixed client id) and the readings are
+QoS 1, so the broker keeps batches for the collector while it restarts.
+"""
+
+import logging
+import signal
+import time
+import urllib.parse
+
+import paho.mqtt.client as mqtt
+
+from wattlog.commit import Committer
+from wattlog.complaints import Complaints
+from wattlog.ingest import Ingest
+
+log = logging.getLogger("wattlog")
+PAGE_SLOTS = 4096 // 4
+
+
+def parse_broker(url):
+    """mqtt://[USER:PASS@]HOST[:PORT] -> (host, port, user, password)."""
+    parts = urllib.parse.urlsplit(url if "://" in url else "mqtt://" + url)
+    if parts.scheme != "mqtt" or not parts.hostname:
+        raise ValueError("broker %r: expected mqtt://[USER:PASS@]HOST[:PORT]" % url)
+    return (parts.hostname, parts.port or 1883,
+            urllib.parse.unquote(parts.username) if parts.username else None,
+            urllib.parse.unquote(parts.password) if parts.password else None)
+
+
+class Collector:
+    def __init__(self, data_dir, broker_url, commit_interval_s=300.0, base_topic="wattlog",
+                 client_id="wattlog-collector", status_interval_s=60.0, max_future_s=3600):
+        self.host, self.port, user, password = parse_broker(broker_url)
+        self.commit_interval_s = commit_interval_s
+        self.status_interval_s = status_interval_s
+        self.base_topic = base_topic
+        self.complaints = Complaints()
+        self.committer = Committer(data_dir, self.complaints)
+        self.ingest = Ingest(self.complaints, self._feed_interval, max_future_s=max_future_s)
+        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
+                                  clean_session=False, protocol=mqtt.MQTTv311)
+        if user is not None:
+            self.client.username_pw_set(user, password)
+        self.client.on_connect = self._on_connect
+        self.client.on_disconnect = self._on_disconnect
+        self.client.on_message = self._on_message
+        self.connected = False
+        self._stop = False
+        self._retry_at = 0.0
+        self._backoff_s = 0.0
+        self._failed_commit_at = None
+
+    def _feed_interval(self, node):
+        entry = self.committer.registry.find(node, "power")
+        return entry["interval"] if entry else None
+
+    # -- MQTT --------------------------------------------------------------------------------
+
+    def _on_connect(self, client, userdata, flags, reason_code, properties):
+        if reason_code.is_failure:
+            self._back_off()
+            log.error("broker %s:%d refused the connection (%s); trying again in %.0f s",
+                      self.host, self.port, reason_code, self._backoff_s)
+            return
+        self.connected = True
+        self._backoff_s = 0.0
+        client.subscribe("%s/+/readings" % self.base_topic, qos=1)
+        log.info("connected to %s:%d, listening on %s/+/readings", self.host, self.port,
+                 self.base_topic)
+
+    def _on_disconnect(self, client, userdata, flags, reason_code, properties):
+        if self.connected and not self._stop:
+            log.warning("lost the broker %s:%d (%s); reconnecting", self.host, self.port, reason_code)
+        self.connected = False
+
+    def _on_message(self, client, userdata, msg):
+        try:
+            topic = msg.topic
+        except UnicodeDecodeError:
+            self.complaints("bad-node", "ignored a message whose topic is not UTF-8")
+            return
+        self.ingest.handle(topic, msg.payload)
+
+    def _connect_when_due(self, now):
+        if now < self._retry_at:
+            return
+        try:
+            self.client.connect(self.host, self.port, keepalive=60)
+            return
+        except OSError as e:
+            self._back_off()
+            log.warning("cannot reach the broker at %s:%d (%s); trying again in %.0f s",
+                        self.host, self.port, e, self._backoff_s)
+
+    def _back_off(self):
+        self._backoff_s = min(max(self._backoff_s * 2, 1.0), 30.0)
+        self._retry_at = time.monotonic() + self._backoff_s
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def stop(self, *_):
+        self._stop = True
+
+    def run(self):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self.stop)
+        started = last_status = time.monotonic()
+        counted = 0
+        log.info("collecting into %s, committing every %.0f s", self.committer.data_dir,
+                 self.commit_interval_s)
+        try:
+            while not self._stop:
+                now = time.monotonic()
+                if self.client.socket() is None:
+                    self._connect_when_due(now)
+                if self.client.loop(timeout=0.2) != mqtt.MQTT_ERR_SUCCESS:
+                    time.sleep(0.2)
+                self._commit_if_due(time.monotonic())
+                if time.monotonic() - last_status >= self.status_interval_s:
+                    last_status, counted = self._status(last_status, counted)
+        finally:
+            self.commit("shutdown")
+            if self.client.socket() is not None:
+                self.client.disconnect()
+                self.client.loop(timeout=0.5)
+            self.committer.close()
+            log.info("stopped after %.0f s: %d readings in %d batches, %d commits",
+                     time.monotonic() - started, self.ingest.readings, self.ingest.batches,
+                     self.committer.commits)
+
+    def _commit_if_due(self, now):
+        oldest = self.ingest.oldest
+        if oldest is None:
+            return
+        if self._failed_commit_at is not None and now - self._failed_commit_at < self.commit_interval_s:
+            return
+        if now - oldest >= self.commit_interval_s:
+            self.commit("interval")
+        elif self.ingest.largest() >= PAGE_SLOTS:
+            self.commit("a full page")
+
+    def commit(self, why):
+        pending, intervals = self.ingest.take()
+        if not pending:
+            return
+        try:
+            feeds, points, nbytes = self.committer.commit(pending, intervals)
+        except OSError as e:
+            log.error("commit failed (%s); keeping %d feeds' points in memory and trying again "
+                      "in %.0f s", e, len(pending), self.commit_interval_s)
+            self.ingest.restore(pending, intervals)
+            self._failed_commit_at = time.monotonic()
+            return
+        self._failed_commit_at = None
+        log.info("commit (%s): %d points to %d feeds, %d bytes", why, points, feeds, nbytes)
+
+    def _status(self, since, counted):
+        now = time.monotonic()
+        self.complaints.flush()
+        new = self.ingest.readings - counted
+        bad = ", ".join("%s %d" % kv for kv in sorted(self.complaints.totals.items()))
+        log.info("status: %d readings in %.0f s (%.0f/s) from %d nodes; %d commits%s", new,
+                 now - since, new / max(now - since, 1e-9), len(self.ingest.last_seen),
+                 self.committer.commits, "; refused so far: " + bad if bad else "")
+        return now, self.ingest.readings

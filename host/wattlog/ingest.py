@@ -1,0 +1,125 @@
+"""ingest.py - the MQTT edge: a readings batch -> wattnode.wire decode -> checks -> pending.
+
+Topic <base>/<node>/readings; payload a wire batch (lib/wattnode/wire.py states the bytes).
+Each record becomes one point per channel at unix time EPOCH_UNIX + t_s: power W, voltage V,
+current A, energy kWh; a value the node marked missing becomes NaN (no data, never zero).
+
+Refused, counted and said in plain words by kind (complaints.py), never fatal; the good
+readings of a batch are kept whatever else it holds:
+  bad-node     node id outside [a-z0-9_-]{1,32}: the whole message
+  bad-batch    truncated, oversized, empty, unknown version: the whole batch
+  misaligned   a slot time that is not a multiple of the batch's interval: that record
+  future       a slot time more than max_future_s ahead of this computer's clock: that record
+  implausible  a value no plug can measure (|P| > 50 kW, V > 500 V): that channel is NaN
+  interval     a batch interval unlike the node's feeds: kept, on the feeds' grid
+
+Pending points wait here, per (node, channel), until commit.py writes them.
+"""
+
+import re
+import time
+
+from wattnode import wire
+
+NODE_ID = re.compile(r"[a-z0-9_-]{1,32}\Z")
+MAX_POWER_W = 50000.0
+MAX_VOLTAGE_V = 500.0
+NAN = float("nan")
+
+
+def _scaled(raw, missing, scale):
+    return NAN if raw == missing else raw / scale
+
+
+class Ingest:
+    def __init__(self, complaints, feed_interval, max_future_s=3600, clock=time.time,
+                 monotonic=time.monotonic):
+        """feed_interval(node) -> the interval of the node's existing feeds, or None."""
+        self.complain = complaints
+        self.feed_interval = feed_interval
+        self.max_future_s = max_future_s
+        self.clock = clock
+        self.monotonic = monotonic
+        self.pending = {}    # (node, channel) -> {unix time: value}
+        self.intervals = {}  # node -> interval of its pending points
+        self.oldest = None   # monotonic time the oldest pending point arrived
+        self.readings = 0
+        self.batches = 0
+        self.last_seen = {}  # node -> unix time of its last good batch
+
+    def handle(self, topic, payload):
+        """Take one readings message; returns the number of records kept."""
+        node = topic.split("/")[-2] if topic.count("/") >= 2 else ""
+        if not NODE_ID.match(node):
+            self.complain("bad-node", "ignored a message on %r: a node id is 1-32 characters of "
+                          "a-z, 0-9, _ and -" % topic)
+            return 0
+        try:
+            count, interval, _boot, _seq, _dropped = wire.decode_header(payload)
+        except ValueError as e:
+            self.complain("bad-batch", "ignored a batch from %s: %s" % (node, e))
+            return 0
+        grid = self.feed_interval(node) or self.intervals.get(node) or interval
+        if grid != interval:
+            self.complain("interval", "%s sends %d s readings but its feeds hold %d s slots; "
+                          "storing them on the feeds' grid" % (node, interval, grid))
+        latest = self.clock() + self.max_future_s
+        kept = 0
+        for i in range(count):
+            t_s, power_dw, energy_wh, voltage_cv, current_ma = wire.unpack_record(payload, i)
+            if t_s % interval:
+                self.complain("misaligned", "ignored a reading from %s at %d: not a multiple "
+                              "of its %d s interval" % (node, t_s + wire.EPOCH_UNIX, interval))
+                continue
+            t = t_s + wire.EPOCH_UNIX
+            if t > latest:
+                self.complain("future", "ignored a reading from %s stamped %s, more than %d s "
+                              "ahead of this computer's clock; is the plug's clock right?"
+                              % (node, time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t)),
+                                 self.max_future_s))
+                continue
+            power = _scaled(power_dw, wire.POWER_MISSING, 10)
+            voltage = _scaled(voltage_cv, wire.U16_MISSING, 100)
+            if abs(power) > MAX_POWER_W or voltage > MAX_VOLTAGE_V:
+                self.complain("implausible", "%s reported %.1f W at %.2f V at %d; no plug "
+                              "measures that, stored as no data" % (node, power, voltage, t))
+                power = NAN if abs(power) > MAX_POWER_W else power
+                voltage = NAN if voltage > MAX_VOLTAGE_V else voltage
+            slot_t = t - t % grid
+            self._put(node, "power", slot_t, power)
+            self._put(node, "voltage", slot_t, voltage)
+            self._put(node, "current", slot_t, _scaled(current_ma, wire.U16_MISSING, 1000))
+            self._put(node, "energy", slot_t, _scaled(energy_wh, wire.ENERGY_MISSING, 1000))
+            kept += 1
+        if kept:
+            self.intervals.setdefault(node, grid)
+            self.last_seen[node] = self.clock()
+            if self.oldest is None:
+                self.oldest = self.monotonic()
+        self.readings += kept
+        self.batches += 1
+        return kept
+
+    def _put(self, node, channel, t, value):
+        self.pending.setdefault((node, channel), {})[t] = value
+
+    def largest(self):
+        """Points pending in the fullest feed buffer."""
+        return max((len(p) for p in self.pending.values()), default=0)
+
+    def restore(self, pending, intervals):
+        """Put back what a failed commit took; points that arrived since win over it."""
+        for key, points in pending.items():
+            newer = self.pending.get(key, {})
+            self.pending[key] = points
+            points.update(newer)
+        for node, interval in intervals.items():
+            self.intervals.setdefault(node, interval)
+        if self.oldest is None:
+            self.oldest = self.monotonic()
+
+    def take(self):
+        """Hand the pending points to a commit and start afresh."""
+        pending, intervals = self.pending, self.intervals
+        self.pending, self.intervals, self.oldest = {}, {}, None
+        return pending, intervals

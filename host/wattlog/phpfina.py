@@ -1,0 +1,185 @@
+"""phpfina.py - emoncms PHPFina fixed-interval feeds: the storage engine.
+
+Format (emoncms Modules/feed/engine/PHPFina.php), two files per feed in one directory:
+
+  <id>.meta   16 bytes, four little-endian uint32
+                off  0   0            legacy feed id, always 0
+                off  4   0            legacy npoints, always 0 (npoints comes from the .dat size)
+                off  8   interval     seconds per slot, > 0
+                off 12   start_time   unix seconds of slot 0; start_time % interval == 0
+  <id>.dat    a bare array of little-endian IEEE-754 float32, one per slot, no header:
+              slot k holds the value for start_time + k * interval; NaN = no data.
+              npoints = size // 4; a 1-3 byte tail (a torn write) is ignored.
+
+Timestamps are floored to the interval grid anchored at the unix epoch. Points before
+start_time cannot be stored: a feed only grows forwards. Writing past the end pads the gap
+with NaN in the same write.
+
+Where this differs from emoncms, on purpose: .meta is written once, at creation, through a
+temp file, fsync and rename (emoncms rewrites it in place and loses it to power cuts, emoncms
+issue #1604); a write is one pwrite per feed, made durable by sync() (commit.py decides when).
+"""
+
+import math
+import os
+import struct
+
+import numpy as np
+
+_META = struct.Struct("<4I")
+_VALUE = np.dtype("<f4")
+VALUE_SIZE = _VALUE.itemsize
+
+
+class FeedError(Exception):
+    """A feed's files cannot be used; the message names the file and what is wrong."""
+
+    def __init__(self, path, reason):
+        super().__init__("%s: %s" % (path, reason))
+        self.path = path
+        self.reason = reason
+
+
+class CorruptFeed(FeedError):
+    pass
+
+
+def fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Feed:
+    """One feed's files. Open with Feed.open() or make with Feed.create(); close() when done."""
+
+    def __init__(self, directory, feed_id, interval, start):
+        self.directory = directory
+        self.id = feed_id
+        self.interval = interval
+        self.start = start
+        self.meta_path = os.path.join(directory, "%d.meta" % feed_id)
+        self.dat_path = os.path.join(directory, "%d.dat" % feed_id)
+        self._fd = None
+
+    # -- making and opening ------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory, feed_id, interval, start):
+        """A new, empty feed whose slot 0 is the slot holding `start`. Replaces any files of
+        that id. Both files are on disk (fsynced, directory too) when this returns."""
+        if interval <= 0:
+            raise ValueError("interval must be positive, not %r" % interval)
+        feed = cls(directory, feed_id, interval, start - start % interval)
+        tmp = feed.meta_path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(_META.pack(0, 0, feed.interval, feed.start))
+            f.flush()
+            os.fsync(f.fileno())
+        fd = os.open(feed.dat_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.fsync(fd)
+        os.close(fd)
+        os.replace(tmp, feed.meta_path)
+        fsync_dir(directory)
+        return feed
+
+    @classmethod
+    def open(cls, directory, feed_id):
+        """The feed's header, checked; CorruptFeed says which file is wrong and how."""
+        meta_path = os.path.join(directory, "%d.meta" % feed_id)
+        try:
+            with open(meta_path, "rb") as f:
+                raw = f.read(_META.size + 1)
+        except FileNotFoundError:
+            raise CorruptFeed(meta_path, "missing") from None
+        if len(raw) != _META.size:
+            raise CorruptFeed(meta_path, "is %d bytes, a PHPFina header is %d" % (len(raw), _META.size))
+        _, _, interval, start = _META.unpack(raw)
+        if interval == 0:
+            raise CorruptFeed(meta_path, "interval is 0 (a zeroed header)")
+        if start % interval:
+            raise CorruptFeed(meta_path, "start_time %d is not a multiple of the interval %d"
+                              % (start, interval))
+        feed = cls(directory, feed_id, interval, start)
+        if not os.path.exists(feed.dat_path):
+            raise CorruptFeed(feed.dat_path, "missing")
+        return feed
+
+    # -- geometry ----------------------------------------------------------------------------
+
+    def npoints(self):
+        return os.stat(self.dat_path).st_size // VALUE_SIZE
+
+    def slot(self, t):
+        """Slot index of unix time t (floored to the grid); negative before start."""
+        return (int(t) - self.start) // self.interval
+
+    def time(self, slot):
+        return self.start + slot * self.interval
+
+    def end(self):
+        """Unix time just past the last stored slot."""
+        return self.time(self.npoints())
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def read(self, first, stop):
+        """float32 values of slots [first, stop); NaN where nothing is stored."""
+        first = max(first, 0)
+        out = np.full(max(stop - first, 0), np.nan, dtype=_VALUE)
+        have = min(stop, self.npoints()) - first
+        if have > 0:
+            with open(self.dat_path, "rb") as f:
+                f.seek(first * VALUE_SIZE)
+                raw = f.read(have * VALUE_SIZE)
+            got = len(raw) // VALUE_SIZE
+            out[:got] = np.frombuffer(raw[:got * VALUE_SIZE], dtype=_VALUE)
+        return out
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _handle(self):
+        if self._fd is None:
+            self._fd = os.open(self.dat_path, os.O_RDWR)
+        return self._fd
+
+    def update(self, points):
+        """Store {slot: value} in one pwrite: the block from the lowest slot to the highest,
+        keeping stored values between them and padding with NaN past the end of the file.
+        Slots before slot 0 are refused (ValueError). Returns the bytes written."""
+        if not points:
+            return 0
+        slots = np.fromiter(points.keys(), dtype=np.int64, count=len(points))
+        values = np.fromiter(points.values(), dtype=np.float64, count=len(points))
+        lo, hi = int(slots.min()), int(slots.max())
+        if lo < 0:
+            raise ValueError("%s: slot %d is before the feed's start" % (self.dat_path, lo))
+        n = self.npoints()
+        base = min(lo, n)
+        block = self.read(base, hi + 1)  # stored values where there are some, NaN beyond
+        block[slots - base] = values
+        data = block.tobytes()
+        written = os.pwrite(self._handle(), data, base * VALUE_SIZE)
+        if written != len(data):
+            raise OSError("%s: short write (%d of %d bytes)" % (self.dat_path, written, len(data)))
+        return written
+
+    def sync(self):
+        if self._fd is not None:
+            os.fdatasync(self._fd)
+
+    def truncate(self, npoints):
+        os.truncate(self.dat_path, npoints * VALUE_SIZE)
+
+    def close(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def to_float(value):
+    """A stored float32 as a Python float, or None for NaN."""
+    value = float(value)
+    return None if math.isnan(value) else value

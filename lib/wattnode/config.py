@@ -1,0 +1,96 @@
+"""config.py - the node's config.json and board file: read them, fill defaults, say what is wrong.
+
+config.json, on the flash root:
+  node_id     "plug-34ea34797bff"  [a-z0-9_-], 1-32 characters; default: "plug-" + the MAC
+  base_topic  "wattlog"            MQTT topics are <base_topic>/<node_id>/...
+  broker      {"host": "192.168.1.10", "port": 1883, "user": null, "password": null}
+  interval_s  10                   slot length, 1..3600
+  batch_max   64                   records per MQTT batch, 1..1024
+  batch_wait_s 30                  longest a reading waits for its batch to fill, 0..600
+  sim         {"profile": "washer", "speed": 1, "start": null, "then_realtime": false}
+              simulated board only: load profile, clock speed, start (unix s)
+board.json, on the flash root: a copy of boards/<plug>.json (name, hal, chip, pins, ring_kib).
+
+A value of the wrong type or out of range is replaced by its default and reported in words; an
+unreadable file counts as empty. The node always starts: it reports the problems on its log
+topic instead of boot-looping.
+"""
+
+import json
+
+DEFAULTS = {
+    "node_id": None,
+    "base_topic": "wattlog",
+    "broker": {"host": "127.0.0.1", "port": 1883, "user": None, "password": None},
+    "interval_s": 10,
+    "batch_max": 64,
+    "batch_wait_s": 30,
+    "sim": {},
+}
+_RANGES = {"interval_s": (1, 3600), "batch_max": (1, 1024), "batch_wait_s": (0, 600)}
+_ID_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_-"
+
+
+def valid_node_id(s):
+    if not isinstance(s, str) or not 1 <= len(s) <= 32:
+        return False
+    for c in s:
+        if c not in _ID_CHARS:
+            return False
+    return True
+
+
+def read_json(path, problems):
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except OSError:
+        problems.append("%s is missing" % path)
+        return {}
+    except ValueError:
+        problems.append("%s is not valid JSON" % path)
+        return {}
+    if not isinstance(data, dict):
+        problems.append("%s does not hold a JSON object" % path)
+        return {}
+    return data
+
+
+def _check(key, value, default, problems):
+    if default is None:
+        return value
+    if isinstance(default, dict):
+        if not isinstance(value, dict):
+            problems.append("%s must be an object; using defaults" % key)
+            return dict(default)
+        merged = dict(default)
+        for k in value:
+            merged[k] = _check(key + "." + k, value[k], default.get(k), problems) \
+                if k in default else value[k]
+        return merged
+    if type(value) is not type(default):
+        problems.append("%s must be a %s, not %r; using %r"
+                        % (key, type(default).__name__, value, default))
+        return default
+    lo_hi = _RANGES.get(key)
+    if lo_hi and not lo_hi[0] <= value <= lo_hi[1]:
+        problems.append("%s = %r is outside %d..%d; using %r" % (key, value, lo_hi[0], lo_hi[1], default))
+        return default
+    return value
+
+
+def load(path, problems):
+    """config.json with defaults filled in; appends what was wrong to `problems`."""
+    raw = read_json(path, problems)
+    cfg = {}
+    for key in DEFAULTS:
+        cfg[key] = _check(key, raw[key], DEFAULTS[key], problems) if key in raw \
+            else (dict(DEFAULTS[key]) if isinstance(DEFAULTS[key], dict) else DEFAULTS[key])
+    for key in raw:
+        if key not in DEFAULTS:
+            problems.append("config key %r is unknown and ignored" % key)
+    if cfg["node_id"] is not None and not valid_node_id(cfg["node_id"]):
+        problems.append("node_id %r must be 1-32 of a-z 0-9 _ -; using the MAC-derived id"
+                        % (cfg["node_id"],))
+        cfg["node_id"] = None
+    return cfg

@@ -1,0 +1,31 @@
+"""meters/sim.py - a meter that measures a simulated appliance exactly.
+
+Covers: the simulated board (boards/sim.json). Each poll integrates the profile (see
+profiles.py) second by second from the previous poll up to the clock's current whole second,
+so a window's energy is exactly the sum of the profile's per-second power over it, whatever
+the polling rhythm, and the mean voltage and current are the means of the per-second values.
+That exactness is what lets the end-to-end tests compute every stored slot independently.
+"""
+
+from wattnode.meters import Meter
+from wattnode.profiles import Profile, voltage_cv
+
+
+class SimMeter(Meter):
+    def __init__(self, clock, profile):
+        super().__init__()
+        self._clock = clock
+        self.profile = Profile(profile)
+        self._t = clock.time_s()
+
+    def poll(self):
+        now = self._clock.time_s()
+        t = self._t
+        while t < now:
+            p = self.profile.power_dw(t)
+            v = voltage_cv(t)
+            i = self.profile.current_ma(p, v)
+            self._add(p, v, i)  # p (0.1 W) for one second is p deci-joules
+            self.power_dw = p
+            t += 1
+        self._t = t

@@ -1,0 +1,132 @@
+"""node.py - the node program: one cooperative loop over meter, sampler, ring and link.
+
+    meter.poll() -> when a slot has ended: sampler.close() appends its record to the ring and
+    the state is published -> link.service() (connect, PUBACKs, the next batch)
+    -> clock.wait(next slot end, at most LOOP_MS)
+
+Clock and hardware are injected (hw/), so the same loop runs on a plug, on the unix port with
+a simulated board, and under a fast virtual clock. main() reads config.json and board.json
+from the current directory (the flash root on a plug) and never refuses to start over a bad
+config: it runs on defaults and reports the problems on the log topic.
+"""
+
+import json
+import time
+from binascii import hexlify
+
+from wattnode import config, hw as hal, meters, wire
+from wattnode.link import Link
+from wattnode.ring import Ring
+from wattnode.sampler import Sampler
+
+try:
+    from micropython import const
+except ImportError:
+    def const(x):
+        return x
+
+LOOP_MS = const(100)
+DRAIN_MS = const(30000)
+_STATE_MIN_MS = const(1000)
+
+
+def _tenths(value, missing):
+    return None if value == missing else value / 10
+
+
+class Node:
+    def __init__(self, cfg, board, hw, problems):
+        self.hw = hw
+        self.cfg = cfg
+        self.node_id = cfg["node_id"] or "plug-" + hexlify(hw.mac()).decode()
+        self.ring = Ring(board.get("ring_kib", 48) * 1024 // wire.RECORD_SIZE)
+        self.meter = meters.create(board, hw, cfg)
+        self.sampler = Sampler(self.meter, self.ring, cfg["interval_s"])
+        self.boot = int.from_bytes(hw.urandom(4), "little")
+        self.link = Link(self.node_id, cfg, self.ring, cfg["interval_s"], self.boot, hw.urandom,
+                         self.on_relay)
+        self.problems = problems
+        self._state_ms = time.ticks_add(time.ticks_ms(), -_STATE_MIN_MS)
+        self._first_slot = -1
+
+    def run(self):
+        clock = self.hw.clock
+        sampler = self.sampler
+        sampler.start(clock.time_s())
+        self._first_slot = sampler.slot_end - sampler.interval_s
+        while not clock.ended():
+            self.meter.poll()
+            now = clock.time_s()
+            if now >= sampler.slot_end:
+                if sampler.close(now) > 1:
+                    self.link.log("sampling was held up; slots before %d share one mean" % now)
+                self.publish_state(False)
+            self.link.service(self.hw.wifi_up())
+            if self.problems and self.link.up:
+                for p in self.problems:
+                    self.link.log("config: " + p)
+                self.problems = []
+            clock.wait(sampler.slot_end, LOOP_MS)
+        self.drain()
+
+    def publish_state(self, force):
+        now = time.ticks_ms()
+        if not force and time.ticks_diff(now, self._state_ms) < _STATE_MIN_MS:
+            return  # under a fast clock, do not flood the broker with retained states
+        s = self.sampler
+        if self.link.state({
+            "time": s.last_slot + wire.EPOCH_UNIX,
+            "power": _tenths(s.power_dw, wire.POWER_MISSING),
+            "voltage": None if s.voltage_cv == wire.U16_MISSING else s.voltage_cv / 100,
+            "current": None if s.current_ma == wire.U16_MISSING else s.current_ma / 1000,
+            "energy": s.energy_wh / 1000,
+            "relay": "ON" if self.hw.relay.value() else "OFF",
+        }):
+            self._state_ms = now
+
+    def on_relay(self, msg):
+        msg = msg.strip().upper()
+        if msg in (b"ON", b"OFF", b"TOGGLE"):
+            on = not self.hw.relay.value() if msg == b"TOGGLE" else msg == b"ON"
+            self.hw.relay.value(1 if on else 0)
+            self.publish_state(True)
+        else:
+            self.link.log("relay/set: %r is not ON, OFF or TOGGLE; relay unchanged" % msg)
+
+    def drain(self):
+        """End of a simulated run: send what is left (bounded), say what happened, go offline."""
+        deadline = time.ticks_add(time.ticks_ms(), DRAIN_MS)
+        while self.ring.count() and time.ticks_diff(deadline, time.ticks_ms()) > 0:
+            self.link.service(self.hw.wifi_up(), flush=True)
+            time.sleep_ms(5)
+        self.publish_state(True)
+        print("summary " + json.dumps(self.summary()))
+        self.link.close()
+
+    def summary(self):
+        return {
+            "node": self.node_id,
+            "interval_s": self.sampler.interval_s,
+            "first_slot": self._first_slot + wire.EPOCH_UNIX,
+            "last_slot": self.sampler.last_slot + wire.EPOCH_UNIX,
+            "produced": self.ring.next,
+            "dropped": self.ring.dropped,
+            "unsent": self.ring.count(),
+            "batches": self.link.batches,
+            "bytes_sent": self.link.bytes_sent,
+        }
+
+
+def main(config_path="config.json", board_path="board.json"):
+    problems = []
+    cfg = config.load(config_path, problems)
+    board = config.read_json(board_path, problems)
+    hw = hal.load(board, cfg)
+    node = Node(cfg, board, hw, problems)
+    print("wattnode %s: board %r, interval %d s, ring %d records"
+          % (node.node_id, board.get("name"), cfg["interval_s"], node.ring.capacity))
+    try:
+        node.run()
+    except KeyboardInterrupt:
+        print("summary " + json.dumps(node.summary()))
+        node.link.close()

@@ -1,0 +1,111 @@
+"""simnode.py - run the real node firmware on the MicroPython unix port with a simulated plug.
+
+    tools/simnode --id ID --broker HOST:PORT [--profile NAME] [--interval S] [--speed X]
+                  [--start UNIX|now-24h] [--then-realtime] [--flash DIR]
+
+It writes config.json and board.json (boards/sim.json) into a flash folder (a temporary one
+unless --flash names one), then runs firmware/boot.py and firmware/main.py there exactly as a
+plug does, with lib/ and the MicroPython libraries on MICROPYPATH. With --speed X the node's
+clock runs X times faster from --start (a time in the past); the node stops by itself when its
+clock reaches real time (after sending what it holds), or carries on in real time with
+--then-realtime. SIGINT or SIGTERM stops the node cleanly (it says "offline" and prints its
+summary line).
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_RELATIVE = re.compile(r"(?:now)?-(\d+)([smhd]?)\Z")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def start_time(text):
+    m = _RELATIVE.match(text)
+    if m:
+        return int(time.time()) - int(m.group(1)) * _UNIT_S[m.group(2)]
+    if text.isdigit():
+        return int(text)
+    raise argparse.ArgumentTypeError("--start takes unix seconds or a past offset: now-24h, "
+                                     "now-90m (or --start=-24h)")
+
+
+def broker_addr(text):
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise argparse.ArgumentTypeError("--broker takes HOST:PORT, e.g. 127.0.0.1:1883")
+    return host, int(port)
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="tools/simnode", description=__doc__.split("\n\n")[0])
+    p.add_argument("--id", required=True, help="node id, [a-z0-9_-]{1,32}")
+    p.add_argument("--broker", required=True, type=broker_addr, help="HOST:PORT")
+    p.add_argument("--user", help="MQTT user name")
+    p.add_argument("--password", help="MQTT password")
+    p.add_argument("--profile", default="constant",
+                   help="washer, fridge, heatpump, constant or constant:WATTS (default constant)")
+    p.add_argument("--interval", type=int, default=10, help="slot length in seconds (default 10)")
+    p.add_argument("--speed", type=int, default=1, help="clock speed factor (default 1)")
+    p.add_argument("--start", type=start_time, help="node clock start: unix seconds, or now-24h")
+    p.add_argument("--then-realtime", action="store_true",
+                   help="after catching up with real time, carry on in real time")
+    p.add_argument("--batch-max", type=int, help="records per batch")
+    p.add_argument("--ring-kib", type=int, help="ring size in KiB (default: the board's)")
+    p.add_argument("--flash", help="folder to use as the node's flash (default: a temporary one)")
+    return p
+
+
+def write_flash(flash, args):
+    cfg = {"node_id": args.id, "interval_s": args.interval,
+           "broker": {"host": args.broker[0], "port": args.broker[1],
+                      "user": args.user, "password": args.password},
+           "sim": {"profile": args.profile, "speed": args.speed, "start": args.start,
+                   "then_realtime": args.then_realtime}}
+    if args.batch_max:
+        cfg["batch_max"] = args.batch_max
+    with open(os.path.join(flash, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+    with open(os.path.join(REPO, "boards", "sim.json")) as f:
+        board = json.load(f)
+    if args.ring_kib:
+        board["ring_kib"] = args.ring_kib
+    with open(os.path.join(flash, "board.json"), "w") as f:
+        json.dump(board, f, indent=1)
+
+
+def main():
+    args = parser().parse_args()
+    flash = args.flash or tempfile.mkdtemp(prefix="wattnode-%s-" % args.id)
+    os.makedirs(flash, exist_ok=True)
+    write_flash(flash, args)
+    fw = os.path.join(REPO, "firmware")
+    launch = "exec(open(%r).read()); exec(open(%r).read())" % (
+        os.path.join(fw, "boot.py"), os.path.join(fw, "main.py"))
+    env = dict(os.environ, MICROPYPATH="%s:%s" % (os.path.join(REPO, "lib"),
+                                                 os.path.join(REPO, ".mplib")))
+    # its own process group: a Ctrl-C reaches it once, through forward(), not twice
+    proc = subprocess.Popen(["micropython", "-c", launch], cwd=flash, env=env,
+                            start_new_session=True)
+
+    def forward(signum, frame):
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)  # the unix port turns SIGINT into KeyboardInterrupt
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    rc = proc.wait()
+    if not args.flash:
+        shutil.rmtree(flash, ignore_errors=True)
+    sys.exit(rc)
+
+
+if __name__ == "__main__":
+    main()
