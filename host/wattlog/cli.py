@@ -5,7 +5,7 @@
   wattlog export  --data DIR --feed NODE/CHANNEL|ID [--start T] [--end T] [--format csv|json]
 
 Times (T) are unix seconds, an ISO 8601 date or date-time (UTC unless it names a zone), or a
-time before now such as -24h, -90m, -7d.
+time before now: now-24h, now-90m, now-7d (or --start=-24h).
 """
 
 import argparse
@@ -22,7 +22,7 @@ import numpy as np
 from wattlog.feeds import Registry, RegistryError
 from wattlog.phpfina import FeedError, Feed
 
-_RELATIVE = re.compile(r"-(\d+(?:\.\d+)?)([smhd])\Z")
+_RELATIVE = re.compile(r"(?:now)?-(\d+(?:\.\d+)?)([smhd])\Z")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -41,7 +41,7 @@ def parse_time(text, now=None):
         dt = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise argparse.ArgumentTypeError(
-            "%r is not a time: use unix seconds, 2026-11-21T08:00, or -24h" % text) from None
+            "%r is not a time: use unix seconds, 2026-11-21T08:00, or now-24h" % text) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=datetime.timezone.utc)
     return int(dt.timestamp())

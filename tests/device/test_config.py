@@ -1,0 +1,54 @@
+"""test_config.py - a bad config.json never stops the node: defaults, and the reasons in words."""
+
+import json
+import os
+import unittest
+
+from wattnode import config
+
+PATH = "/tmp/wattnode-test-config-%d.json" % os.getpid() if hasattr(os, "getpid") else \
+    "/tmp/wattnode-test-config.json"
+
+
+def load(text):
+    with open(PATH, "w") as f:
+        f.write(text)
+    problems = []
+    cfg = config.load(PATH, problems)
+    os.remove(PATH)
+    return cfg, problems
+
+
+class TestConfig(unittest.TestCase):
+    def test_good_config_is_kept(self):
+        cfg, problems = load(json.dumps({"node_id": "plug-1", "interval_s": 60,
+                                         "broker": {"host": "10.0.0.2", "port": 1884}}))
+        self.assertEqual(problems, [])
+        self.assertEqual((cfg["node_id"], cfg["interval_s"]), ("plug-1", 60))
+        self.assertEqual((cfg["broker"]["host"], cfg["broker"]["port"], cfg["broker"]["user"]),
+                         ("10.0.0.2", 1884, None))
+
+    def test_missing_or_broken_file_gives_defaults(self):
+        problems = []
+        cfg = config.load("/nonexistent/config.json", problems)
+        self.assertEqual(cfg["interval_s"], 10)
+        self.assertIn("missing", problems[0])
+        cfg, problems = load("{not json")
+        self.assertEqual(cfg["base_topic"], "wattlog")
+        self.assertIn("not valid JSON", problems[0])
+
+    def test_wrong_values_fall_back_and_are_named(self):
+        cfg, problems = load(json.dumps({"interval_s": "10", "batch_max": 0,
+                                         "broker": {"port": "1883"}, "colour": "red",
+                                         "node_id": "Kitchen Plug"}))
+        self.assertEqual((cfg["interval_s"], cfg["batch_max"], cfg["broker"]["port"]), (10, 64, 1883))
+        self.assertEqual(cfg["node_id"], None)
+        text = " | ".join(problems)
+        for word in ("interval_s", "batch_max", "broker.port", "colour", "node_id"):
+            self.assertIn(word, text)
+
+    def test_node_ids(self):
+        for good in ("a", "plug-34ea34797bff", "x_y-z", "a" * 32):
+            self.assertTrue(config.valid_node_id(good), good)
+        for bad in ("", "A", "a/b", "a+b", "a#", "a b", "a" * 33, 5):
+            self.assertFalse(config.valid_node_id(bad), bad)

@@ -1,0 +1,53 @@
+"""test_wire.py - the wire format gives the documented bytes and refuses malformed batches."""
+
+import unittest
+
+from wattnode import wire
+import vectors
+
+V = vectors.load()
+
+
+class TestWire(unittest.TestCase):
+    def test_sizes_fit_the_design(self):
+        """A record is at most 16 bytes (DESIGN.md) and the header is 20."""
+        self.assertTrue(wire.RECORD_SIZE <= 16)
+        buf = bytearray(wire.HEADER_SIZE + wire.RECORD_SIZE)
+        wire.pack_header(buf, 0, 1, 10, 0, 0, 0)
+        wire.pack_record(buf, wire.HEADER_SIZE, 0, 0, 0, 0, 0)
+        self.assertEqual(len(buf), 36)
+
+    def test_encoding_gives_the_vector_bytes(self):
+        """Packing a vector's fields gives exactly its bytes."""
+        for v in V["batches"]:
+            h = v["header"]
+            buf = bytearray(wire.HEADER_SIZE + h["count"] * wire.RECORD_SIZE)
+            wire.pack_header(buf, 0, h["count"], h["interval_s"], h["boot"], h["seq"], h["dropped"])
+            for i, r in enumerate(v["records"]):
+                wire.pack_record(buf, wire.HEADER_SIZE + i * wire.RECORD_SIZE, *r)
+            self.assertEqual(bytes(buf), v["bytes"], v["name"])
+
+    def test_decoding_gives_the_vector_fields(self):
+        """Decoding a vector's bytes gives its header and records."""
+        for v in V["batches"]:
+            h = v["header"]
+            got = wire.decode_header(v["bytes"])
+            self.assertEqual(got, (h["count"], h["interval_s"], h["boot"], h["seq"], h["dropped"]))
+            for i, r in enumerate(v["records"]):
+                self.assertEqual(list(wire.unpack_record(v["bytes"], i)), r)
+
+    def test_malformed_batches_are_refused_with_a_reason(self):
+        """Each malformed vector raises ValueError whose message says what is wrong."""
+        for v in V["bad"]:
+            try:
+                wire.decode_header(v["bytes"])
+            except ValueError as e:
+                self.assertIn(v["error"], str(e), v["name"])
+            else:
+                self.fail("accepted: " + v["name"])
+
+    def test_missing_markers_fit_their_fields(self):
+        """The missing-value markers are the extremes of their fields, never a real reading."""
+        self.assertEqual(wire.POWER_MISSING, -(2 ** 31))
+        self.assertEqual(wire.ENERGY_MISSING, 2 ** 32 - 1)
+        self.assertEqual(wire.U16_MISSING, 2 ** 16 - 1)

@@ -1,0 +1,15 @@
+"""vectors.py - the shared wire test vectors (tests/vectors/wire.json) as bytes and fields."""
+
+import json
+from binascii import unhexlify
+
+_PATH = __file__.rsplit("/", 2)[0] + "/vectors/wire.json"
+
+
+def load():
+    with open(_PATH) as f:
+        doc = json.load(f)
+    for group in ("batches", "bad"):
+        for v in doc[group]:
+            v["bytes"] = unhexlify(v["hex"].replace(" ", ""))
+    return doc

@@ -1,0 +1,70 @@
+"""test_cli.py - `wattlog feeds` and `wattlog export` show what is stored; errors are one line."""
+
+import json
+
+import pytest
+
+from batches import T0
+from wattlog import cli
+from wattlog.commit import Committer
+from wattlog.complaints import Complaints
+
+
+@pytest.fixture
+def data(tmp_path):
+    c = Committer(str(tmp_path), Complaints())
+    c.commit({("plug-1", "power"): {T0: 100.5, T0 + 10: float("nan"), T0 + 20: 229.26},
+              ("plug-1", "energy"): {T0: 1.0}}, {"plug-1": 10})
+    c.close()
+    return str(tmp_path)
+
+
+def run(capsys, *argv):
+    cli.main(list(argv))
+    return capsys.readouterr().out
+
+
+def test_feeds_lists_every_feed(data, capsys):
+    out = run(capsys, "feeds", "--data", data).splitlines()
+    assert out[0].split() == ["id", "node", "channel", "unit", "interval", "start", "end", "points"]
+    assert out[1].split() == ["1", "plug-1", "energy", "kWh", "10s", cli.iso(T0), cli.iso(T0), "1"]
+    assert out[2].split() == ["2", "plug-1", "power", "W", "10s", cli.iso(T0), cli.iso(T0 + 20), "3"]
+
+
+def test_export_csv_shows_missing_as_empty(data, capsys):
+    out = run(capsys, "export", "--data", data, "--feed", "plug-1/power")
+    assert out.splitlines() == ["time,power_W", "%d,100.5" % T0, "%d," % (T0 + 10),
+                                "%d,229.26" % (T0 + 20)]
+
+
+def test_export_json_shows_missing_as_null(data, capsys):
+    doc = json.loads(run(capsys, "export", "--data", data, "--feed", "2", "--format", "json"))
+    assert doc["unit"] == "W" and doc["interval"] == 10
+    assert doc["data"] == [[T0, 100.5], [T0 + 10, None], [T0 + 20, 229.26]]
+
+
+def test_export_range_is_start_inclusive_end_exclusive(data, capsys):
+    out = run(capsys, "export", "--data", data, "--feed", "plug-1/power",
+              "--start", str(T0 + 5), "--end", str(T0 + 20))
+    assert out.splitlines()[1:] == ["%d," % (T0 + 10)]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["feeds", "--data", "/nonexistent"], "/nonexistent is not a data directory"),
+    (["export", "--data", "DATA", "--feed", "nobody/power"], "no feed 'nobody/power'"),
+])
+def test_errors_are_one_line(data, argv, words):
+    argv = [data if a == "DATA" else a for a in argv]
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_times_can_be_unix_iso_or_relative():
+    assert cli.parse_time("1795170000") == 1795170000
+    assert cli.parse_time("2026-11-21T08:00:00Z") == cli.parse_time("2026-11-21T08:00") == 1795248000
+    assert cli.parse_time("2026-11-21T09:00:00+01:00") == 1795248000
+    assert cli.parse_time("-24h", now=1795248000) == 1795248000 - 86400
+    assert cli.parse_time("now-1.5d", now=1795248000) == 1795248000 - 129600
+    with pytest.raises(Exception, match="is not a time"):
+        cli.parse_time("yesterday")

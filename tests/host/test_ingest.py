@@ -1,0 +1,91 @@
+"""test_ingest.py - readings are decoded into units; every kind of bad input is counted and
+said in words, and the good readings travelling with it are kept."""
+
+import logging
+import math
+
+import pytest
+
+from batches import T0, batch
+from wattlog.complaints import Complaints
+from wattlog.ingest import Ingest
+
+
+@pytest.fixture
+def ingest():
+    return Ingest(Complaints(), lambda node: None, clock=lambda: T0 + 3600)
+
+
+def test_a_batch_becomes_points_in_units(ingest):
+    assert ingest.handle("wattlog/plug-1/readings",
+                         batch([(T0, 1234.5, 2001, 230.12, 5.364), (T0 + 10, None, None, None, None)])) == 2
+    p = ingest.pending
+    assert p[("plug-1", "power")][T0] == 1234.5
+    assert p[("plug-1", "voltage")][T0] == pytest.approx(230.12)
+    assert p[("plug-1", "current")][T0] == pytest.approx(5.364)
+    assert p[("plug-1", "energy")][T0] == pytest.approx(2.001)
+    assert all(math.isnan(p[("plug-1", c)][T0 + 10]) for c in ("power", "voltage", "current", "energy"))
+    assert ingest.intervals["plug-1"] == 10 and ingest.oldest is not None
+
+
+@pytest.mark.parametrize("topic", ["wattlog/Plug/readings", "wattlog/a b/readings",
+                                   "wattlog/%s/readings" % ("x" * 33), "wattlog/a.b/readings",
+                                   "readings", "wattlog//readings"])
+def test_bad_node_ids_are_refused(ingest, topic, caplog):
+    with caplog.at_level(logging.WARNING):
+        assert ingest.handle(topic, batch([(T0, 1, 1, 230, 1)])) == 0
+    assert ingest.complain.totals == {"bad-node": 1}
+    assert "a node id is 1-32 characters" in caplog.text
+    assert ingest.pending == {}
+
+
+@pytest.mark.parametrize("payload, words", [
+    (b"", "truncated"), (b"garbage!" * 3, "unknown format version"),
+    (batch([(T0, 1, 1, 230, 1)])[:-3], "truncated"), (batch([(T0, 1, 1, 230, 1)]) + b"\0", "oversized"),
+    (b"\x09" + batch([(T0, 1, 1, 230, 1)])[1:], "unknown format version 9"),
+])
+def test_malformed_batches_are_refused_in_words(ingest, payload, words, caplog):
+    with caplog.at_level(logging.WARNING):
+        assert ingest.handle("wattlog/n/readings", payload) == 0
+    assert ingest.complain.totals == {"bad-batch": 1}
+    assert "ignored a batch from n: " in caplog.text and words in caplog.text
+
+
+def test_bad_records_are_dropped_and_good_ones_kept(ingest, caplog):
+    """One batch: a good reading, a misaligned one, one from the far future, one with an
+    impossible power: the good one and the plausible channels are kept."""
+    with caplog.at_level(logging.WARNING):
+        kept = ingest.handle("wattlog/n/readings", batch([
+            (T0, 100, 5, 230, 0.5), (T0 + 15, 100, 5, 230, 0.5),
+            (T0 + 86400 * 30, 100, 5, 230, 0.5), (T0 + 20, 60000, 6, 231, 0.5)]))
+    assert kept == 2
+    assert ingest.complain.totals == {"misaligned": 1, "future": 1, "implausible": 1}
+    power = ingest.pending[("n", "power")]
+    assert power[T0] == 100 and math.isnan(power[T0 + 20]) and len(power) == 2
+    assert ingest.pending[("n", "voltage")][T0 + 20] == 231
+    for words in ("not a multiple of its 10 s interval", "ahead of this computer's clock",
+                  "no plug measures that"):
+        assert words in caplog.text
+
+
+def test_an_interval_change_is_stored_on_the_feeds_grid(caplog):
+    ingest = Ingest(Complaints(), lambda node: 60, clock=lambda: T0 + 3600)
+    with caplog.at_level(logging.WARNING):
+        assert ingest.handle("wattlog/n/readings", batch([(T0 + 30, 5, 1, 230, 0.1)], interval=10)) == 1
+    assert list(ingest.pending[("n", "power")]) == [T0]  # T0 is on the 60 s grid
+    assert "storing them on the feeds' grid" in caplog.text
+
+
+def test_duplicates_are_idempotent(ingest):
+    b = batch([(T0, 100, 5, 230, 0.5), (T0 + 10, 200, 6, 230, 0.9)])
+    ingest.handle("wattlog/n/readings", b)
+    ingest.handle("wattlog/n/readings", b)
+    assert ingest.pending[("n", "power")] == {T0: 100, T0 + 10: 200}
+
+
+def test_restore_after_a_failed_commit_keeps_newer_points(ingest):
+    ingest.handle("wattlog/n/readings", batch([(T0, 100, 5, 230, 0.5)]))
+    pending, intervals = ingest.take()
+    ingest.handle("wattlog/n/readings", batch([(T0, 111, 5, 230, 0.5), (T0 + 10, 5, 5, 230, 0.1)]))
+    ingest.restore(pending, intervals)
+    assert ingest.pending[("n", "power")] == {T0: 111, T0 + 10: 5}
