@@ -135,9 +135,9 @@ class Collector:
                 self.client.disconnect()
                 self.client.loop(timeout=0.5)
             self.committer.close()
-            log.info("stopped after %.0f s: %d readings in %d batches, %d commits",
+            log.info("stopped after %.0f s: %d readings in %d batches, %d commits%s",
                      time.monotonic() - started, self.ingest.readings, self.ingest.batches,
-                     self.committer.commits)
+                     self.committer.commits, self._refused())
 
     def _commit_if_due(self, now):
         oldest = self.ingest.oldest
@@ -169,8 +169,12 @@ class Collector:
         now = time.monotonic()
         self.complaints.flush()
         new = self.ingest.readings - counted
-        bad = ", ".join("%s %d" % kv for kv in sorted(self.complaints.totals.items()))
         log.info("status: %d readings in %.0f s (%.0f/s) from %d nodes; %d commits%s", new,
                  now - since, new / max(now - since, 1e-9), len(self.ingest.last_seen),
-                 self.committer.commits, "; refused so far: " + bad if bad else "")
+                 self.committer.commits, self._refused())
         return now, self.ingest.readings
+
+    def _refused(self):
+        totals = self.complaints.totals
+        return "; refused so far: " + ", ".join("%s %d" % kv for kv in sorted(totals.items())) \
+            if totals else ""

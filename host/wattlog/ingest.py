@@ -7,7 +7,8 @@ current A, energy kWh; a value the node marked missing becomes NaN (no data, nev
 Refused, counted and said in plain words by kind (complaints.py), never fatal; the good
 readings of a batch are kept whatever else it holds:
   bad-node     node id outside [a-z0-9_-]{1,32}: the whole message
-  bad-batch    truncated, oversized, empty, unknown version: the whole batch
+  batch-*      truncated, oversized, unknown version, bad count or interval: the whole batch
+               (one kind each: batch-truncated, batch-oversized, batch-version, ...)
   misaligned   a slot time that is not a multiple of the batch's interval: that record
   future       a slot time more than max_future_s ahead of this computer's clock: that record
   implausible  a value no plug can measure (|P| > 50 kW, V > 500 V): that channel is NaN
@@ -25,6 +26,10 @@ NODE_ID = re.compile(r"[a-z0-9_-]{1,32}\Z")
 MAX_POWER_W = 50000.0
 MAX_VOLTAGE_V = 500.0
 NAN = float("nan")
+
+
+def _when(t):
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t))
 
 
 def _scaled(raw, missing, scale):
@@ -56,8 +61,8 @@ class Ingest:
             return 0
         try:
             count, interval, _boot, _seq, _dropped = wire.decode_header(payload)
-        except ValueError as e:
-            self.complain("bad-batch", "ignored a batch from %s: %s" % (node, e))
+        except wire.BatchError as e:
+            self.complain("batch-" + e.kind, "ignored a batch from %s: %s" % (node, e))
             return 0
         grid = self.feed_interval(node) or self.intervals.get(node) or interval
         if grid != interval:
@@ -68,21 +73,20 @@ class Ingest:
         for i in range(count):
             t_s, power_dw, energy_wh, voltage_cv, current_ma = wire.unpack_record(payload, i)
             if t_s % interval:
-                self.complain("misaligned", "ignored a reading from %s at %d: not a multiple "
-                              "of its %d s interval" % (node, t_s + wire.EPOCH_UNIX, interval))
+                self.complain("misaligned", "ignored a reading from %s at %s: not a multiple "
+                              "of its %d s interval" % (node, _when(t_s + wire.EPOCH_UNIX), interval))
                 continue
             t = t_s + wire.EPOCH_UNIX
             if t > latest:
                 self.complain("future", "ignored a reading from %s stamped %s, more than %d s "
                               "ahead of this computer's clock; is the plug's clock right?"
-                              % (node, time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t)),
-                                 self.max_future_s))
+                              % (node, _when(t), self.max_future_s))
                 continue
             power = _scaled(power_dw, wire.POWER_MISSING, 10)
             voltage = _scaled(voltage_cv, wire.U16_MISSING, 100)
             if abs(power) > MAX_POWER_W or voltage > MAX_VOLTAGE_V:
-                self.complain("implausible", "%s reported %.1f W at %.2f V at %d; no plug "
-                              "measures that, stored as no data" % (node, power, voltage, t))
+                self.complain("implausible", "%s reported %.1f W at %.2f V at %s; no plug "
+                              "measures that, stored as no data" % (node, power, voltage, _when(t)))
                 power = NAN if abs(power) > MAX_POWER_W else power
                 voltage = NAN if voltage > MAX_VOLTAGE_V else voltage
             slot_t = t - t % grid

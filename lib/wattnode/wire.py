@@ -52,6 +52,15 @@ HEADER_FMT = "<BBHHHIII"
 RECORD_FMT = "<IiIHH"
 
 
+class BatchError(ValueError):
+    """A malformed batch: `kind` is one word (truncated, oversized, version, record-size,
+    count, interval), str() says what is wrong in words."""
+
+    def __init__(self, kind, message):
+        super().__init__(message)
+        self.kind = kind
+
+
 def pack_header(buf, off, count, interval_s, boot, seq, dropped):
     struct.pack_into(HEADER_FMT, buf, off, VERSION, RECORD_SIZE, count, interval_s, 0,
                      boot, seq, dropped)
@@ -62,25 +71,26 @@ def pack_record(buf, off, t_s, power_dw, energy_wh, voltage_cv, current_ma):
 
 
 def decode_header(data):
-    """(count, interval_s, boot, seq, dropped) of a whole batch; ValueError saying what is wrong."""
+    """(count, interval_s, boot, seq, dropped) of a whole batch; BatchError saying what is wrong."""
     n = len(data)
     if n < HEADER_SIZE:
-        raise ValueError("truncated: %d bytes, shorter than the %d-byte header" % (n, HEADER_SIZE))
+        raise BatchError("truncated", "truncated: %d bytes, shorter than the %d-byte header"
+                         % (n, HEADER_SIZE))
     version, rsize, count, interval_s, _, boot, seq, dropped = struct.unpack_from(HEADER_FMT, data, 0)
     if version != VERSION:
-        raise ValueError("unknown format version %d (this collector reads version %d)"
+        raise BatchError("version", "unknown format version %d (this collector reads version %d)"
                          % (version, VERSION))
     if rsize != RECORD_SIZE:
-        raise ValueError("record size %d, expected %d" % (rsize, RECORD_SIZE))
+        raise BatchError("record-size", "record size %d, expected %d" % (rsize, RECORD_SIZE))
     if count < 1 or count > MAX_COUNT:
-        raise ValueError("record count %d outside 1..%d" % (count, MAX_COUNT))
+        raise BatchError("count", "record count %d outside 1..%d" % (count, MAX_COUNT))
     body = n - HEADER_SIZE
     if body != count * RECORD_SIZE:
-        raise ValueError("%s: header says %d records (%d bytes) but %d bytes follow"
-                         % ("truncated" if body < count * RECORD_SIZE else "oversized",
-                            count, count * RECORD_SIZE, body))
+        kind = "truncated" if body < count * RECORD_SIZE else "oversized"
+        raise BatchError(kind, "%s: header says %d records (%d bytes) but %d bytes follow"
+                         % (kind, count, count * RECORD_SIZE, body))
     if interval_s < 1 or interval_s > MAX_INTERVAL_S:
-        raise ValueError("interval %d s outside 1..%d" % (interval_s, MAX_INTERVAL_S))
+        raise BatchError("interval", "interval %d s outside 1..%d" % (interval_s, MAX_INTERVAL_S))
     return count, interval_s, boot, seq, dropped
 
 

@@ -39,15 +39,17 @@ def test_bad_node_ids_are_refused(ingest, topic, caplog):
     assert ingest.pending == {}
 
 
-@pytest.mark.parametrize("payload, words", [
-    (b"", "truncated"), (b"garbage!" * 3, "unknown format version"),
-    (batch([(T0, 1, 1, 230, 1)])[:-3], "truncated"), (batch([(T0, 1, 1, 230, 1)]) + b"\0", "oversized"),
-    (b"\x09" + batch([(T0, 1, 1, 230, 1)])[1:], "unknown format version 9"),
+@pytest.mark.parametrize("payload, kind, words", [
+    (b"", "truncated", "truncated: 0 bytes"),
+    (b"garbage!" * 3, "version", "unknown format version 103"),
+    (batch([(T0, 1, 1, 230, 1)])[:-3], "truncated", "truncated: header says 1 records"),
+    (batch([(T0, 1, 1, 230, 1)]) + b"\0", "oversized", "oversized"),
+    (b"\x09" + batch([(T0, 1, 1, 230, 1)])[1:], "version", "unknown format version 9"),
 ])
-def test_malformed_batches_are_refused_in_words(ingest, payload, words, caplog):
+def test_malformed_batches_are_refused_in_words(ingest, payload, kind, words, caplog):
     with caplog.at_level(logging.WARNING):
         assert ingest.handle("wattlog/n/readings", payload) == 0
-    assert ingest.complain.totals == {"bad-batch": 1}
+    assert ingest.complain.totals == {"batch-" + kind: 1}
     assert "ignored a batch from n: " in caplog.text and words in caplog.text
 
 

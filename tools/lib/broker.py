@@ -44,6 +44,7 @@ def mosquitto_path():
 class Broker:
     def __init__(self, directory=None, port=None, extra_conf=""):
         self.dir = directory or tempfile.mkdtemp(prefix="wattlog-mosq-")
+        os.makedirs(self.dir, exist_ok=True)
         self.port = port or free_port()
         self.url = "mqtt://127.0.0.1:%d" % self.port
         self.conf = os.path.join(self.dir, "mosquitto.conf")

@@ -1,0 +1,78 @@
+"""testrun.py - run the test suites and end with one line: N passed, N failed[, N skipped].
+
+    tools/test                      device, host and e2e suites, in that order
+    tools/test host e2e             only those suites
+    tools/test e2e -- -k pipeline   arguments after -- go to pytest
+
+device  tests/device/ on the MicroPython unix port (unittest from micropython-lib)
+host    tests/host/   pytest: wire, storage engine, ingest, commits, CLI
+e2e     tests/e2e/    pytest: a real mosquitto, the real firmware via tools/simnode, the collector
+Exit status 1 if any test failed or a suite could not run to its end.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SUITES = ("device", "host", "e2e")
+
+
+def run_device():
+    proc = subprocess.run(["micropython", "tests/device/run.py"], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    sys.stdout.write(proc.stdout + proc.stderr)
+    m = re.search(r"device tests: (\d+) passed, (\d+) failed, (\d+) skipped", proc.stdout)
+    if not m:
+        print("device suite did not finish (exit status %d)" % proc.returncode)
+        return 0, 1, 0
+    return int(m.group(1)), int(m.group(2)), int(m.group(3))
+
+
+def run_pytest(suite, extra):
+    report = os.path.join(REPO, "build", "test-results", suite + ".xml")
+    os.makedirs(os.path.dirname(report), exist_ok=True)
+    if os.path.exists(report):
+        os.remove(report)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "tests/" + suite, "-q",
+                           "--junitxml=" + report] + extra, cwd=REPO)
+    if proc.returncode not in (0, 1) or not os.path.exists(report):
+        print("%s suite did not finish (pytest exit status %d)" % (suite, proc.returncode))
+        return 0, 1, 0
+    total = failed = skipped = 0
+    for ts in ET.parse(report).getroot().iter("testsuite"):
+        total += int(ts.get("tests", 0))
+        failed += int(ts.get("failures", 0)) + int(ts.get("errors", 0))
+        skipped += int(ts.get("skipped", 0))
+    return total - failed - skipped, failed, skipped
+
+
+def main(argv):
+    extra = []
+    if "--" in argv:
+        extra = argv[argv.index("--") + 1:]
+        argv = argv[:argv.index("--")]
+    unknown = [a for a in argv if a not in SUITES]
+    if unknown:
+        sys.exit("tools/test: unknown suite %s; the suites are %s" % (unknown, ", ".join(SUITES)))
+    chosen = [s for s in SUITES if s in argv] or list(SUITES)
+    totals = [0, 0, 0]
+    lines = []
+    for suite in chosen:
+        print("== %s tests" % suite, flush=True)
+        t0 = time.monotonic()
+        counts = run_device() if suite == "device" else run_pytest(suite, extra)
+        lines.append("%-6s %d passed, %d failed, %d skipped in %.0f s"
+                     % ((suite,) + counts + (time.monotonic() - t0,)))
+        totals = [a + b for a, b in zip(totals, counts)]
+    print("\n".join(["=="] + lines))
+    passed, failed, skipped = totals
+    print("%d passed, %d failed%s" % (passed, failed, ", %d skipped" % skipped if skipped else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
