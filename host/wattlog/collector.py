@@ -55,6 +55,7 @@ class Collector:
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message
+        self.client.on_subscribe = self._on_subscribe
         self.connected = False
         self._stop = False
         self._retry_at = 0.0
@@ -76,8 +77,14 @@ class Collector:
         self.connected = True
         self._backoff_s = 0.0
         client.subscribe("%s/+/readings" % self.base_topic, qos=1)
-        log.info("connected to %s:%d, listening on %s/+/readings", self.host, self.port,
-                 self.base_topic)
+        log.info("connected to %s:%d", self.host, self.port)
+
+    def _on_subscribe(self, client, userdata, mid, reason_codes, properties):
+        if any(rc.is_failure for rc in reason_codes):
+            log.error("the broker refused the subscription to %s/+/readings (%s): check the "
+                      "collector's ACL", self.base_topic, reason_codes)
+            return
+        log.info("listening on %s/+/readings", self.base_topic)
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties):
         if self.connected and not self._stop:

@@ -29,11 +29,7 @@ from umqtt.simple import MQTTClient, MQTTException
 
 from wattnode import wire
 
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
+from micropython import const
 
 KEEPALIVE_S = const(60)
 SOCKET_TIMEOUT_S = const(5)

@@ -19,11 +19,7 @@ from wattnode.link import Link
 from wattnode.ring import Ring
 from wattnode.sampler import Sampler
 
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
+from micropython import const
 
 LOOP_MS = const(100)
 DRAIN_MS = const(30000)

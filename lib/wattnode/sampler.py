@@ -16,11 +16,7 @@ ones stay missing. Integers only, nothing allocated per sample.
 
 from wattnode import wire
 
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
+from micropython import const
 
 MAX_FILL = const(60)
 _DJ_PER_WH = const(36000)

@@ -28,12 +28,18 @@ def records(ring):
             for s in range(ring.first, ring.next)]
 
 
-def run(profile, start, slots, interval=10, poll_every=1):
+def rig(profile, start, capacity=8, interval=10):
+    """A started sampler measuring a simulated appliance, on a clock the test moves."""
     clock = StepClock(start)
     meter = SimMeter(clock, profile)
-    ring = Ring(max(slots * 2, 4))
+    ring = Ring(capacity)
     s = Sampler(meter, ring, interval)
-    s.start(clock.t)
+    s.start(start)
+    return clock, meter, ring, s
+
+
+def run(profile, start, slots, interval=10, poll_every=1):
+    clock, meter, ring, s = rig(profile, start, max(slots * 2, 4), interval)
     while ring.next < slots:
         clock.t += poll_every
         meter.poll()
@@ -73,11 +79,7 @@ class TestSampler(unittest.TestCase):
 
     def test_a_window_without_meter_data_is_missing_not_zero(self):
         """If the meter saw nothing in a slot, every value of that record is the missing mark."""
-        clock = StepClock(100)
-        meter = SimMeter(clock, "constant:500")
-        ring = Ring(4)
-        s = Sampler(meter, ring, 10)
-        s.start(100)
+        clock, meter, ring, s = rig("constant:500", 100)
         clock.t = 110  # the clock moved but the meter was never polled: no observations
         s.close(110)
         t, p, e, v, i = records(ring)[0]
@@ -86,11 +88,7 @@ class TestSampler(unittest.TestCase):
 
     def test_a_late_close_fills_each_slot_with_the_window_mean(self):
         """Closing 25 s late covers three slots; each gets the same mean, none is skipped."""
-        clock = StepClock(0)
-        meter = SimMeter(clock, "constant:200")
-        ring = Ring(8)
-        s = Sampler(meter, ring, 10)
-        s.start(0)
+        clock, meter, ring, s = rig("constant:200", 0)
         clock.t = 30
         meter.poll()
         self.assertEqual(s.close(30), 3)
@@ -108,11 +106,7 @@ class TestSampler(unittest.TestCase):
         locked, through a washer program. (The unix port's small ints are 63-bit, so this
         cannot see the ESP32's 31-bit limit; the sampler keeps every quantity below 2**30 by
         design: times from 2020, energy in dJ per window, the counter in Wh.)"""
-        clock = StepClock(8 * 3600)
-        meter = SimMeter(clock, "washer")
-        ring = Ring(8)
-        s = Sampler(meter, ring, 10)
-        s.start(clock.t)
+        clock, meter, ring, s = rig("washer", 8 * 3600)
         for _ in range(3):  # first slots: attribute stores that happen once
             clock.t += 10
             meter.poll()

@@ -22,7 +22,7 @@ def publisher(port):
 def test_bad_input_is_counted_and_good_readings_kept(broker, collectors, tmp_path):
     data = tmp_path / "data"
     collector = collectors(broker.url, data, commit_interval=300)
-    collector.wait_for("connected to")
+    collector.wait_for("listening on")
     t = aligned_past(600)
     good = batch([(t, 100, 1, 230, 0.5), (t + 10, 200, 2, 230, 0.9)])
     cases = [

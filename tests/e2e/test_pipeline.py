@@ -43,7 +43,7 @@ def expected(profile, first_slot, n):
 def test_every_slot_arrives_exactly(broker, collectors, simnodes, tmp_path):
     data = tmp_path / "data"
     collector = collectors(broker.url, data, commit_interval=5)
-    collector.wait_for("connected to")
+    collector.wait_for("listening on")
     start = aligned_past(86400)
     nodes = {nid: simnodes(broker.port, nid, "--profile", prof, "--speed", 8000,
                            "--start", start, "--interval", INTERVAL)
@@ -77,7 +77,7 @@ def test_export_prints_every_slot_with_its_value(broker, collectors, simnodes, t
     """What `wattlog export` prints is what the meter produced, slot by slot."""
     data = tmp_path / "data"
     collector = collectors(broker.url, data, commit_interval=300)
-    collector.wait_for("connected to")
+    collector.wait_for("listening on")
     start = aligned_past(3 * 3600)
     s = simnodes(broker.port, "plug-a", "--profile", "washer", "--speed", 3000,
                  "--start", start).finish()
@@ -98,7 +98,7 @@ def test_collector_started_before_its_broker_waits_for_it(collectors, simnodes, 
     collector.wait_for("cannot reach the broker")
     assert collector.proc.poll() is None
     with Broker(str(tmp_path / "mosquitto"), port=port):
-        collector.wait_for("connected to", timeout_s=40)
+        collector.wait_for("listening on", timeout_s=40)
         start = aligned_past(600)
         s = simnodes(port, "late", "--start", start, "--speed", 100).finish()
         assert collector.stop() == 0

@@ -1,0 +1,251 @@
+"""demo.py - the whole system on one machine: simulated plugs -> mosquitto -> collector -> feeds.
+
+    tools/demo [--nodes N] [--duration S] [--backfill S] [--data DIR]
+
+Starts a private mosquitto on a free loopback port, the collector writing to ./demo-data, and
+N simulated plugs (washer, fridge, heat pump, in turn) running the real firmware on the
+MicroPython unix port. The plugs backfill the last 24 h at high speed (--backfill seconds of
+real time), then carry on in real time. It shows their progress, and stops everything in
+order - plugs, collector (final commit), broker - after --duration seconds or on Ctrl-C.
+Then it lists the feeds, plots each plug's power over the day, and says how to look further.
+"""
+
+import argparse
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+import paho.mqtt.client as mqtt
+
+from broker import Broker
+from wattlog.feeds import Registry
+from wattlog.phpfina import Feed
+from wattnode import wire
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROFILES = ("washer", "fridge", "heatpump")
+DAY_S = 86400
+BARS = " ▁▂▃▄▅▆▇█"
+
+
+class Watch:
+    """Listens on the broker like any other client: the plugs' states and readings."""
+
+    def __init__(self, port):
+        self.states = {}
+        self.readings = 0
+        self.payload_bytes = 0
+        self.lock = threading.Lock()
+        self.c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="wattlog-demo-watch")
+        self.c.on_message = self._on_message
+        self.c.connect("127.0.0.1", port)
+        self.c.subscribe([("wattlog/+/state", 0), ("wattlog/+/readings", 0)])
+        self.c.loop_start()
+
+    def _on_message(self, client, userdata, msg):
+        node, kind = msg.topic.split("/")[1], msg.topic.split("/")[-1]
+        with self.lock:
+            if kind == "state":
+                try:
+                    self.states[node] = json.loads(msg.payload)
+                except ValueError:
+                    pass
+            else:
+                try:
+                    self.readings += wire.decode_header(msg.payload)[0]
+                    self.payload_bytes += len(msg.payload)
+                except ValueError:
+                    pass
+
+    def close(self):
+        self.c.loop_stop()
+        self.c.disconnect()
+
+
+def progress_bar(fraction, width=20):
+    done = int(round(max(0.0, min(1.0, fraction)) * width))
+    return "#" * done + "-" * (width - done)
+
+
+def sparkline(feed, start, buckets, bucket_s):
+    values = feed.read(feed.slot(start), feed.slot(start + buckets * bucket_s))
+    per = bucket_s // feed.interval
+    means = []
+    for k in range(buckets):
+        chunk = values[k * per:(k + 1) * per]
+        chunk = chunk[~np.isnan(chunk)]
+        means.append(float(chunk.mean()) if len(chunk) else None)
+    top = max((m for m in means if m is not None), default=0) or 1
+    return "".join(" " if m is None else BARS[min(8, 1 + int(m / top * 7.999))] for m in means), top
+
+
+def plot(data, nodes, now):
+    registry = Registry(data)
+    start = now - DAY_S
+    start -= start % 1800
+    print("\npower over the last 24 h, one column per 30 min, %s to %s UTC:"
+          % (time.strftime("%Y-%m-%d %H:%M", time.gmtime(start)),
+             time.strftime("%Y-%m-%d %H:%M", time.gmtime(now))))
+    for node in nodes:
+        entry = registry.find(node, "power")
+        if entry is None:
+            print("  %-10s (no data)" % node)
+            continue
+        line, top = sparkline(Feed.open(os.path.join(data, "phpfina"), entry["id"]), start, 48, 1800)
+        print("  %-10s |%s| peak of the half-hour means %.0f W" % (node, line, top))
+
+
+def wait_for_line(path, text, proc, timeout_s=30.0):
+    """Plugs must not publish before the collector subscribes: the broker keeps nothing for a
+    subscriber that does not exist yet."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        with open(path) as f:
+            if text in f.read():
+                return
+        time.sleep(0.1)
+    with open(path) as f:
+        sys.exit("tools/demo: the collector did not start:\n" + f.read())
+
+
+def stop_all(nodes, collector, broker):
+    for p in nodes.values():
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+    outputs = {}
+    for name, p in nodes.items():
+        try:
+            outputs[name] = p.communicate(timeout=20)[0]
+        except subprocess.TimeoutExpired:
+            p.kill()
+            outputs[name] = p.communicate()[0]
+    if collector.poll() is None:
+        collector.send_signal(signal.SIGTERM)
+    try:
+        collector.wait(60)
+    except subprocess.TimeoutExpired:
+        collector.kill()
+    broker.stop()
+    return outputs
+
+
+def main():
+    p = argparse.ArgumentParser(prog="tools/demo", description=__doc__.split("\n\n")[0])
+    p.add_argument("--nodes", type=int, default=3, help="simulated plugs (default 3)")
+    p.add_argument("--duration", type=float, help="stop after S seconds (default: on Ctrl-C)")
+    p.add_argument("--backfill", type=float, default=25.0,
+                   help="real seconds to replay the last 24 h in (default 25)")
+    p.add_argument("--data", default="demo-data", help="data directory (default ./demo-data)")
+    args = p.parse_args()
+    if args.nodes < 1:
+        p.error("--nodes must be at least 1")
+
+    logs = tempfile.mkdtemp(prefix="wattlog-demo-")
+    broker = Broker(os.path.join(logs, "mosquitto")).start()
+    names = [PROFILES[i % 3] + ("" if i < 3 else "-%d" % (i // 3 + 1)) for i in range(args.nodes)]
+    speed = max(1, int(DAY_S / args.backfill))
+    began = time.time()
+    start = int(began) - DAY_S
+    start -= start % 10
+    print("wattlog demo: mosquitto on 127.0.0.1:%d, the collector writing to %s, %d simulated plugs"
+          % (broker.port, os.path.abspath(args.data), args.nodes))
+    print("  the plugs replay the last 24 h at %dx (about %.0f s), then run in real time" % (speed, args.backfill))
+    print("  logs in %s; %s" % (logs, "stopping after %.0f s" % args.duration if args.duration
+                                 else "Ctrl-C stops everything"))
+
+    collector = subprocess.Popen(
+        [sys.executable, "-m", "wattlog.cli", "collect", "--broker", broker.url, "--data", args.data,
+         "--commit-interval", "60", "--status-interval", "10"],
+        stdout=subprocess.DEVNULL, stderr=open(os.path.join(logs, "collector.log"), "w"),
+        start_new_session=True)
+    wait_for_line(os.path.join(logs, "collector.log"), "listening on", collector)
+    watch = Watch(broker.port)
+    nodes = {}
+    for i, name in enumerate(names):
+        nodes[name] = subprocess.Popen(
+            [os.path.join(REPO, "tools", "simnode"), "--id", name, "--broker",
+             "127.0.0.1:%d" % broker.port, "--profile", PROFILES[i % 3], "--speed", str(speed),
+             "--start", str(start), "--then-realtime"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+    stop = queue.Queue()
+    signal.signal(signal.SIGINT, lambda *a: stop.put("Ctrl-C"))
+    signal.signal(signal.SIGTERM, lambda *a: stop.put("SIGTERM"))
+    tty = sys.stdout.isatty()
+    backfill_done = None
+    last_print = 0.0
+    why = None
+    while why is None:
+        try:
+            why = stop.get(timeout=0.5)
+            break
+        except queue.Empty:
+            pass
+        now = time.time()
+        if args.duration and now - began >= args.duration:
+            why = "%.0f s passed" % args.duration
+            break
+        dead = [n for n, proc in nodes.items() if proc.poll() is not None]
+        if dead or collector.poll() is not None:
+            why = "a process ended early: %s" % ", ".join(dead or ["the collector"])
+            break
+        with watch.lock:
+            states = dict(watch.states)
+            readings = watch.readings
+        caught_up = [n for n in names if states.get(n, {}).get("time", 0) >= now - 30]
+        if backfill_done is None and len(caught_up) == len(names):
+            backfill_done = now
+            print("%sbackfill done in %.1f s: %d readings arrived, %.0f readings/s"
+                  % ("\n" if tty else "", now - began, readings, readings / (now - began)))
+        if now - last_print < (1 if tty else 5) and not (tty and backfill_done is None):
+            continue
+        last_print = now
+        parts = []
+        for n in names:
+            st = states.get(n, {})
+            t = st.get("time", start)
+            power = st.get("power")
+            parts.append("%s %s %s %s" % (
+                n, "" if backfill_done else "[%s]" % progress_bar((t - start) / (now - start)),
+                time.strftime("%H:%MZ", time.gmtime(t)),
+                "-" if power is None else "%.1f W" % power))
+        line = "  " + " | ".join(parts) + "  (%d readings)" % readings
+        print(("\r" + line) if tty else line, end="" if tty else "\n", flush=True)
+
+    print("%sstopping (%s): the plugs, then the collector (final commit), then mosquitto"
+          % ("\n" if tty else "", why))
+    with watch.lock:
+        readings, payload = watch.readings, watch.payload_bytes
+    watch.close()
+    outputs = stop_all(nodes, collector, broker)
+    elapsed = time.time() - began
+    sent = produced = 0
+    for name, out in outputs.items():
+        for line in out.splitlines():
+            if line.startswith("summary "):
+                s = json.loads(line[8:])
+                sent += s["bytes_sent"]
+                produced += s["produced"]
+    print("\n%d readings in %.0f s (%.0f readings/s over the whole run); on the wire %.1f bytes "
+          "per reading in MQTT packets (%.1f in batch payloads)"
+          % (readings, elapsed, readings / elapsed, sent / max(produced, 1), payload / max(readings, 1)))
+    print()
+    subprocess.run([sys.executable, "-m", "wattlog.cli", "feeds", "--data", args.data])
+    plot(args.data, names, int(time.time()))
+    wl = os.path.relpath(shutil.which("wattlog") or "wattlog")
+    print("\nlook at the data:\n  %s feeds --data %s\n  %s export --data %s --feed %s/power "
+          "--start=-2h\n  collector log: %s" % (wl, args.data, wl, args.data, names[0],
+                                              os.path.join(logs, "collector.log")))
+    return 0 if why and not why.startswith("a process ended early") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
