@@ -90,7 +90,8 @@ class Node:
             self.link.log("relay/set: %r is not ON, OFF or TOGGLE; relay unchanged" % msg)
 
     def drain(self):
-        """End of a simulated run: send what is left (bounded), say what happened, go offline."""
+        """A clean stop (end of a simulated run, Ctrl-C on the unix port): send what is left,
+        for at most DRAIN_MS, say what happened, go offline."""
         deadline = time.ticks_add(time.ticks_ms(), DRAIN_MS)
         while self.ring.count() and time.ticks_diff(deadline, time.ticks_ms()) > 0:
             self.link.service(self.hw.wifi_up(), flush=True)
@@ -124,5 +125,4 @@ def main(config_path="config.json", board_path="board.json"):
     try:
         node.run()
     except KeyboardInterrupt:
-        print("summary " + json.dumps(node.summary()))
-        node.link.close()
+        node.drain()

@@ -83,10 +83,10 @@ class SimNode:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.communicate(timeout=30)
+                self.output = self.proc.communicate(timeout=45)[0]
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-                self.proc.communicate()
+                self.output = self.proc.communicate()[0]
 
 
 def summary(output):
