@@ -8,7 +8,8 @@ stamped with the slot start:
   voltage, current   the meter's means over the window
   energy  the node's counter in Wh; the part below 1 Wh is carried in deci-joules, never lost
 A window in which the meter gave no valid data yields a record whose values are missing, never
-zero. The first window after boot may be shorter than a slot; its mean is over what was
+zero; energy the meter counted without a valid window (across a silent chip) still goes into
+the counter. The first window after boot may be shorter than a slot; its mean is over what was
 measured. If the loop was held up past more than one slot end, every slot the window spans
 gets the window's mean (the energy counter stays exact), at most MAX_FILL of them; earlier
 ones stay missing. Integers only, nothing allocated per sample.
@@ -56,12 +57,13 @@ class Sampler:
         meter = self.meter
         self.ok = meter.take()
         span_s = now_s - self._from_s
-        if self.ok and span_s > 0:
-            energy_dj = meter.win_energy_dj
+        self.ok = self.ok and span_s > 0
+        energy_dj = meter.win_energy_dj if self.ok else 0
+        rem = self._rem_dj + energy_dj + meter.win_orphan_dj
+        self.energy_wh += rem // _DJ_PER_WH
+        self._rem_dj = rem % _DJ_PER_WH
+        if self.ok:
             power_dw = (2 * energy_dj + span_s) // (2 * span_s)
-            rem = self._rem_dj + energy_dj
-            self.energy_wh += rem // _DJ_PER_WH
-            self._rem_dj = rem % _DJ_PER_WH
             energy_wh = self.energy_wh
         else:
             power_dw = wire.POWER_MISSING

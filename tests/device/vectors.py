@@ -3,7 +3,8 @@
 import json
 from binascii import unhexlify
 
-_PATH = __file__.rsplit("/", 2)[0] + "/vectors/wire.json"
+_HERE = __file__.rsplit("/", 1)[0] if "/" in __file__ else "."
+_PATH = _HERE + "/../vectors/wire.json"
 
 
 def load():

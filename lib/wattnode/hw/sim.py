@@ -1,11 +1,17 @@
-"""hw/sim.py - the simulated board: a virtual clock, a relay in memory, a network that is up.
+"""hw/sim.py - the simulated board: the hardware layer of hw/__init__.py on the unix port.
 
 SimClock runs node time `speed` times faster than real time from `start` (unix seconds, in
 the past), so hours of readings take seconds. Node time is virtual: wait() advances it to
 exactly the deadline the node asked for, pacing itself against real time, so a slot closes at
 exactly its end whatever the host's load; when the node falls behind, it catches up without
 sleeping rather than skipping. When node time reaches the real time, the clock either ends the
-run (ended() turns True) or, with then_realtime, carries on at real speed.
+run (ended() turns True) or, with then_realtime, carries on at real speed. ticks_ms() counts
+node time, so drivers measure pulse rates in node time at any speed.
+
+Board emulates any board file: its meter pins and UART are wired to a simulated chip
+(hw/simchips.py) that measures the load profile named in config.json ("sim": {"profile"}),
+with the faults named there ("sim": {"faults": {...}}). RTC memory lives in a file that
+survives a reset (the process restarting) but not a power cut (simnode --power-cut deletes it).
 Unix port only: it reads the host clock with time.time() (a float, so it allocates).
 """
 
@@ -13,6 +19,8 @@ import os
 import time
 
 from wattnode import wire
+
+TICKS_MASK = 0x3FFFFFFF  # time.ticks_diff() works modulo 2**30 on every port
 
 
 class SimClock:
@@ -36,14 +44,25 @@ class SimClock:
     def time_s(self):
         return self._virt_ms // 1000
 
+    def time_ms(self):
+        """Node time in ms since the wire epoch (a big int: simulation only)."""
+        return self._virt_ms
+
+    def ticks_ms(self):
+        return self._virt_ms & TICKS_MASK
+
     def speed(self):
         return self._speed
 
     def ended(self):
         return self._ended
 
-    def wait(self, deadline_s, max_ms):
+    def wait(self, deadline_s, max_ms, poll_ms=0):
+        """Until node time reaches deadline_s, or poll_ms of node time pass (if given), or
+        max_ms of real time pass, whichever comes first."""
         deadline_ms = deadline_s * 1000
+        if poll_ms and self._virt_ms + poll_ms < deadline_ms:
+            deadline_ms = self._virt_ms + poll_ms
         if deadline_ms <= self._virt_ms:
             return
         elapsed = time.ticks_diff(time.ticks_ms(), self._anchor_real)
@@ -67,6 +86,8 @@ class SimClock:
 
 
 class SimPin:
+    """A GPIO: what the node writes, the simulated chip reads (SEL), and the other way round."""
+
     def __init__(self, value=0):
         self._value = value
 
@@ -75,18 +96,88 @@ class SimPin:
             return self._value
         self._value = 1 if v else 0
 
+    def on(self):
+        self._value = 1
+
+    def off(self):
+        self._value = 0
+
+
+class SimRTCMemory:
+    """machine.RTC().memory(): kept in a file, so it survives the node process restarting."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def read(self):
+        try:
+            with open(self.path, "rb") as f:
+                return f.read()
+        except OSError:
+            return b""
+
+    def write(self, data):
+        with open(self.path, "wb") as f:
+            f.write(data)
+
+
+class SimWatchdog:
+    def __init__(self, timeout_ms):
+        self.timeout_ms = timeout_ms
+        self.feeds = 0
+
+    def feed(self):
+        self.feeds += 1
+
+
+class Reset(Exception):
+    """Raised by Board.reset(): the simulator restarts the node as a plug would reboot."""
+
+    def __init__(self, soft):
+        super().__init__("soft reset" if soft else "reset")
+        self.soft = soft
+
 
 class Board:
-    def __init__(self, board, cfg):
+    def __init__(self, board, cfg, flash_dir="."):
         sim = cfg.get("sim", {})
         self.clock = SimClock(sim.get("start"), sim.get("speed", 1), sim.get("then_realtime", False))
-        self.relay = SimPin(1)
+        self.pins = {}
+        self.chip = None
+        chip = board.get("chip")
+        if chip and chip != "sim":
+            from wattnode.hw.simchips import create
+            self.chip = create(chip, self.clock, sim.get("profile", "constant"),
+                               board, sim.get("faults", {}), self.pin)
+        self.rtc = SimRTCMemory(os.getenv("WATTNODE_RTC") or flash_dir + "/.rtc-memory")
+        self.network_up = True
+        self.resets = 0
+
+    def pin(self, number, value=None):
+        p = self.pins.get(number)
+        if p is None:
+            p = self.pins[number] = SimPin(0 if value is None else value)
+        elif value is not None:
+            p.value(value)
+        return p
+
+    def uart(self, rx, tx, baud, parity):
+        return self.chip.uart(rx, tx, baud, parity)
+
+    def counter(self, pin):
+        return self.chip.counter(pin, self.pin(pin))
+
+    def watchdog(self, timeout_ms):
+        return SimWatchdog(timeout_ms)
 
     def wifi_up(self):
-        return True
+        return self.network_up
 
     def mac(self):
         return b"\x02\x00\x00\x00\x00\x01"  # a locally administered address
 
     def urandom(self, n):
         return os.urandom(n)
+
+    def reset(self, soft=False):
+        raise Reset(soft)

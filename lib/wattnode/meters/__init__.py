@@ -1,21 +1,44 @@
 """meters - the one interface every metering-chip driver offers the sampler.
 
     meter.poll()     read what the chip has sent or counted since the last poll; cheap, called
-                     on every pass of the node loop (at least every LOOP_MS on a plug)
+                     at least every POLL_MS of node time on a plug (poll_ms; 0 = at slot ends)
     meter.take()     close the measurement window that began at the previous take() and
-                     return True if the chip gave valid data in it; afterwards
+                     return True if the chip gave valid data throughout it; afterwards
                        win_energy_dj   energy in the window, 0.1 J (= 0.1 W for 1 s), or -1
                        win_voltage_cv  mean voltage, 0.01 V, or -1
                        win_current_ma  mean current, mA, or -1
+                       win_orphan_dj   energy the chip counted that belongs to no valid
+                                       window (across a silent spell): for the total only
     power_dw, voltage_cv, current_ma   the latest instantaneous values, -1 when unknown
+    faults           counts per kind, FAULTS[i] names faults[i]; never reset
 
-Drivers accumulate with _add() in the units above, integers only: no allocation per poll,
-and every quantity stays below 2**30 for windows up to an hour at 3.7 kW.
+Drivers count energy in their chip's native quanta and convert with to_dj(), which carries
+the remainder, so nothing is lost to rounding; calibration (calib.py) is folded into the
+quantum and the gains. Integers only, every quantity below 2**30: no allocation per poll.
+A window in which the chip fell silent, reported an error or an impossible rate is invalid:
+its slot is stored as missing, never as a wrong value.
 Chip name -> driver module, imported only when a board asks for it (see create()).
 """
 
+try:
+    from micropython import const
+except ImportError:
+    def const(x):
+        return x
+
+FAULTS = ("checksum", "sync", "partial", "silent", "rate", "flags")
+CHECKSUM = const(0)
+SYNC = const(1)
+PARTIAL = const(2)
+SILENT = const(3)
+RATE = const(4)
+FLAGS = const(5)
+_UJ100_PER_DJ = const(1000)  # 0.1 J = 1000 x 100 uJ
+
 
 class Meter:
+    poll_ms = 200
+
     def __init__(self):
         self.power_dw = -1
         self.voltage_cv = -1
@@ -23,12 +46,27 @@ class Meter:
         self.win_energy_dj = -1
         self.win_voltage_cv = -1
         self.win_current_ma = -1
+        self.win_orphan_dj = 0
+        self.faults = [0] * len(FAULTS)
         self._energy_dj = 0
         self._energy_n = 0
+        self._orphan_dj = 0
         self._v_sum = 0
         self._v_n = 0
         self._i_sum = 0
         self._i_n = 0
+        self._invalid = False
+        self._rem_uj100 = 0
+
+    def fault(self, kind):
+        self.faults[kind] += 1
+        self._invalid = True
+
+    def to_dj(self, quanta, uj100_per_quantum):
+        """Energy of `quanta` chip quanta in 0.1 J, the remainder carried to the next call."""
+        e = self._rem_uj100 + quanta * uj100_per_quantum
+        self._rem_uj100 = e % _UJ100_PER_DJ
+        return e // _UJ100_PER_DJ
 
     def _add(self, energy_dj, voltage_cv, current_ma):
         """One observation; pass -1 for what the chip did not validly report."""
@@ -44,22 +82,41 @@ class Meter:
             self._i_n += 1
             self.current_ma = current_ma
 
+    def _orphan(self, energy_dj):
+        self._orphan_dj += energy_dj
+
     def take(self):
-        self.win_energy_dj = self._energy_dj if self._energy_n else -1
-        self.win_voltage_cv = (self._v_sum + self._v_n // 2) // self._v_n if self._v_n else -1
-        self.win_current_ma = (self._i_sum + self._i_n // 2) // self._i_n if self._i_n else -1
-        self._energy_dj = self._energy_n = 0
+        ok = self._energy_n > 0 and not self._invalid
+        if ok:
+            self.win_energy_dj = self._energy_dj
+            self.win_orphan_dj = self._orphan_dj
+        else:  # the window's energy still counts towards the total
+            self.win_energy_dj = -1
+            self.win_orphan_dj = self._orphan_dj + self._energy_dj
+        self.win_voltage_cv = (self._v_sum + self._v_n // 2) // self._v_n if ok and self._v_n else -1
+        self.win_current_ma = (self._i_sum + self._i_n // 2) // self._i_n if ok and self._i_n else -1
+        self._energy_dj = self._energy_n = self._orphan_dj = 0
         self._v_sum = self._v_n = self._i_sum = self._i_n = 0
-        return self.win_energy_dj >= 0
+        self._invalid = False
+        return ok
 
     def poll(self):
         raise NotImplementedError
 
 
-def create(board, hw, cfg):
-    """The driver for board["chip"]."""
-    chip = board.get("chip")
+def create(board, hw, cfg, cal):
+    """The driver for board["chip"], wired to the board's pins through the hardware layer."""
+    chip = board["chip"]
     if chip == "sim":
         from wattnode.meters.sim import SimMeter
         return SimMeter(hw.clock, cfg.get("sim", {}).get("profile", "constant"))
+    if chip in ("bl0937", "hlw8012"):
+        from wattnode.meters.bl0937 import BL0937
+        return BL0937(board, hw, cal)
+    if chip in ("cse7766", "hlw8032"):
+        from wattnode.meters.cse7766 import CSE7766
+        return CSE7766(board, hw, cal)
+    if chip == "bl0942":
+        from wattnode.meters.bl0942 import BL0942
+        return BL0942(board, hw, cal)
     raise ValueError("board %r: no driver for chip %r" % (board.get("name"), chip))

@@ -12,6 +12,8 @@ from wattnode.profiles import Profile, voltage_cv
 
 
 class SimMeter(Meter):
+    poll_ms = 0  # exact at any polling rhythm: polled at slot ends only, so fast runs stay fast
+
     def __init__(self, clock, profile):
         super().__init__()
         self._clock = clock
