@@ -7,8 +7,11 @@ config.json, on the flash root:
   interval_s  10                   slot length, 1..3600
   batch_max   64                   records per MQTT batch, 1..1024
   batch_wait_s 30                  longest a reading waits for its batch to fill, 0..600
-  sim         {"profile": "washer", "speed": 1, "start": null, "then_realtime": false}
-              simulated board only: load profile, clock speed, start (unix s)
+  relay_power_on "restore"         relay at power-on: "off", "on", or "restore" the last state
+  calibration {"voltage_gain": 1.0, "current_gain": 1.0, "power_gain": 1.0,
+               "power_points": [[measured_w, true_w], ...]}   see calib.py
+  sim         {"profile": "washer", "speed": 1, "start": null, "then_realtime": false,
+               "faults": {...}}  simulated board only: load profile, clock, chip faults
 board.json, on the flash root: a copy of boards/<plug>.json (name, hal, chip, pins, ring_kib).
 
 A value of the wrong type or out of range is replaced by its default and reported in words; an
@@ -18,6 +21,8 @@ topic instead of boot-looping.
 
 import json
 
+from wattnode import calib
+
 DEFAULTS = {
     "node_id": None,
     "base_topic": "wattlog",
@@ -25,9 +30,12 @@ DEFAULTS = {
     "interval_s": 10,
     "batch_max": 64,
     "batch_wait_s": 30,
+    "relay_power_on": "restore",
+    "calibration": {},
     "sim": {},
 }
 _RANGES = {"interval_s": (1, 3600), "batch_max": (1, 1024), "batch_wait_s": (0, 600)}
+_CHOICES = {"relay_power_on": ("off", "on", "restore")}
 _ID_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_-"
 
 
@@ -72,6 +80,10 @@ def _check(key, value, default, problems):
         problems.append("%s must be a %s, not %r; using %r"
                         % (key, type(default).__name__, value, default))
         return default
+    choices = _CHOICES.get(key)
+    if choices and value not in choices:
+        problems.append("%s = %r must be one of %s; using %r" % (key, value, ", ".join(choices), default))
+        return default
     lo_hi = _RANGES.get(key)
     if lo_hi and not lo_hi[0] <= value <= lo_hi[1]:
         problems.append("%s = %r is outside %d..%d; using %r" % (key, value, lo_hi[0], lo_hi[1], default))
@@ -93,4 +105,8 @@ def load(path, problems):
         problems.append("node_id %r must be 1-32 of a-z 0-9 _ -; using the MAC-derived id"
                         % (cfg["node_id"],))
         cfg["node_id"] = None
+    bad = calib.check(cfg["calibration"])
+    if bad:
+        problems.extend(b + "; running uncalibrated" for b in bad)
+        cfg["calibration"] = {}
     return cfg

@@ -14,8 +14,10 @@ import json
 import time
 from binascii import hexlify
 
-from wattnode import config, hw as hal, meters, wire
+from wattnode import board as boardfile, config, hw as hal, meters, wire
+from wattnode.calib import Calibration
 from wattnode.link import Link
+from wattnode.relay import CONNECTING, ERROR, ONLINE, Controls
 from wattnode.ring import Ring
 from wattnode.sampler import Sampler
 
@@ -30,13 +32,29 @@ def _tenths(value, missing):
     return None if value == missing else value / 10
 
 
+def make_meter(board, hw, cfg, meter_ok, problems):
+    """The board's meter, or NoMeter (every slot missing) with the reason in `problems`."""
+    chip = board.get("chip", "?")
+    if meter_ok:
+        try:
+            return meters.create(board, hw, cfg, Calibration(cfg["calibration"]))
+        except (ValueError, KeyError, TypeError, OSError) as e:
+            problems.append("cannot start the %s meter (%s)" % (chip, e))
+    problems.append("running without a meter: every slot is stored as missing until the "
+                    "board file is fixed")
+    return meters.NoMeter()
+
+
 class Node:
-    def __init__(self, cfg, board, hw, problems):
+    def __init__(self, cfg, board, hw, problems, meter_ok=True):
         self.hw = hw
         self.cfg = cfg
         self.node_id = cfg["node_id"] or "plug-" + hexlify(hw.mac()).decode()
-        self.ring = Ring(board.get("ring_kib", 48) * 1024 // wire.RECORD_SIZE)
-        self.meter = meters.create(board, hw, cfg)
+        self.ring = Ring(boardfile.ring_kib(board) * 1024 // wire.RECORD_SIZE)
+        self.meter = make_meter(board, hw, cfg, meter_ok, problems)
+        self.fault_log = meters.FaultLog(self.meter, "%s meter" % board.get("chip", "?"))
+        self.metering = not isinstance(self.meter, meters.NoMeter)
+        self.controls = Controls(board, hw, cfg["relay_power_on"])
         self.sampler = Sampler(self.meter, self.ring, cfg["interval_s"])
         self.boot = int.from_bytes(hw.urandom(4), "little")
         self.link = Link(self.node_id, cfg, self.ring, cfg["interval_s"], self.boot, hw.urandom,
@@ -57,12 +75,20 @@ class Node:
                 if sampler.close(now) > 1:
                     self.link.log("sampling was held up; slots before %d share one mean" % now)
                 self.publish_state(False)
+                news = self.fault_log.news(clock.ticks_ms())
+                if news:
+                    self.link.log(news)
             self.link.service(self.hw.wifi_up())
+            ticks = clock.ticks_ms()
+            if self.controls.poll(ticks):
+                self.publish_state(True)
+            self.controls.show(ERROR if not self.metering else ONLINE if self.link.up
+                               else CONNECTING, ticks)
             if self.problems and self.link.up:
                 for p in self.problems:
                     self.link.log("config: " + p)
                 self.problems = []
-            clock.wait(sampler.slot_end, LOOP_MS)
+            clock.wait(sampler.slot_end, LOOP_MS, self.meter.poll_ms)
         self.drain()
 
     def publish_state(self, force):
@@ -76,15 +102,14 @@ class Node:
             "voltage": None if s.voltage_cv == wire.U16_MISSING else s.voltage_cv / 100,
             "current": None if s.current_ma == wire.U16_MISSING else s.current_ma / 1000,
             "energy": s.energy_wh / 1000,
-            "relay": "ON" if self.hw.relay.value() else "OFF",
+            "relay": "ON" if self.controls.on else "OFF",
         }):
             self._state_ms = now
 
     def on_relay(self, msg):
         msg = msg.strip().upper()
         if msg in (b"ON", b"OFF", b"TOGGLE"):
-            on = not self.hw.relay.value() if msg == b"TOGGLE" else msg == b"ON"
-            self.hw.relay.value(1 if on else 0)
+            self.controls.set(not self.controls.on if msg == b"TOGGLE" else msg == b"ON")
             self.publish_state(True)
         else:
             self.link.log("relay/set: %r is not ON, OFF or TOGGLE; relay unchanged" % msg)
@@ -118,8 +143,10 @@ def main(config_path="config.json", board_path="board.json"):
     problems = []
     cfg = config.load(config_path, problems)
     board = config.read_json(board_path, problems)
+    board_problems, meter_ok = boardfile.check(board)
+    problems.extend(board_problems)
     hw = hal.load(board, cfg)
-    node = Node(cfg, board, hw, problems)
+    node = Node(cfg, board, hw, problems, meter_ok)
     print("wattnode %s: board %r, interval %d s, ring %d records"
           % (node.node_id, board.get("name"), cfg["interval_s"], node.ring.capacity))
     try:

@@ -103,6 +103,16 @@ class SimPin:
         self._value = 0
 
 
+class SimPixel:
+    """One WS2812 LED."""
+
+    def __init__(self):
+        self.rgb = (0, 0, 0)
+
+    def colour(self, rgb):
+        self.rgb = rgb
+
+
 class SimRTCMemory:
     """machine.RTC().memory(): kept in a file, so it survives the node process restarting."""
 
@@ -154,12 +164,22 @@ class Board:
         self.resets = 0
 
     def pin(self, number, value=None):
+        """The simulated GPIO `number`, shared by the node and the simulated chip."""
         p = self.pins.get(number)
         if p is None:
             p = self.pins[number] = SimPin(0 if value is None else value)
         elif value is not None:
             p.value(value)
         return p
+
+    def output(self, number, value):
+        return self.pin(number, value)
+
+    def input(self, number, pull_up=False):
+        return self.pin(number, 1 if pull_up else None)
+
+    def pixel(self, number):
+        return SimPixel()
 
     def uart(self, rx, tx, baud, parity):
         return self.chip.uart(rx, tx, baud, parity)

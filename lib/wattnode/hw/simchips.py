@@ -30,6 +30,7 @@ SETTLE_MS = 300
 CSE_FRAME_MS = 50
 CSE_COEF = (191600, 16565, 5378000)  # voltage, current, power coefficients (Tasmota #6302)
 BL0942_REPLY_MS = 30
+BL0942_COUNT_UJ100 = 3600000000000 // 330461  # 1 kWh is 3.6e10 x 100 uJ and 3304.61 counts
 
 
 class Truth:
@@ -319,7 +320,7 @@ class SimBL0942(_Chip):
         _put24le(p, 4, tr.voltage_cv(t) * 15873 // 100)
         _put24le(p, 7, tr.current_ma(t) * 251213 // 1000)
         _put24le(p, 10, (tr.power_dw(t) * 596 // 10) & 0xFFFFFF)
-        _put24le(p, 13, self.pulses(10894, self._offset) & 0xFFFFFF)
+        _put24le(p, 13, self.pulses(BL0942_COUNT_UJ100, self._offset) & 0xFFFFFF)
         p[16] = 20000 & 0xFF  # FREQ: 10**6 / 50 Hz
         p[17] = 20000 >> 8
         for j in range(18, 22):

@@ -104,6 +104,47 @@ class Meter:
         raise NotImplementedError
 
 
+class NoMeter(Meter):
+    """What a board that cannot meter gets: every window is missing, nothing is made up."""
+    poll_ms = 1000
+
+    def poll(self):
+        pass
+
+
+_WORDS = ("frames with a bad checksum", "stray bytes skipped", "cut-off frames",
+          "silent spells (slots stored as missing)",
+          "bursts of impossible pulse rates (slots stored as missing)",
+          "frames the chip flagged as uncalibrated or faulty")
+
+
+class FaultLog:
+    """Says in words what a meter's fault counters did, at most once per EVERY_MS."""
+    EVERY_MS = 60000
+
+    def __init__(self, meter, what):
+        self._meter = meter
+        self._what = what
+        self._seen = list(meter.faults)
+        self._said_ms = None
+
+    def news(self, now_ms):
+        """A sentence about the faults since the last one, or None (allocates only then)."""
+        from time import ticks_diff
+        if self._said_ms is not None and ticks_diff(now_ms, self._said_ms) < self.EVERY_MS:
+            return None
+        faults = self._meter.faults
+        parts = []
+        for i in range(len(faults)):
+            if faults[i] != self._seen[i]:
+                parts.append("%d %s" % (faults[i] - self._seen[i], _WORDS[i]))
+        if not parts:
+            return None
+        self._seen = list(faults)
+        self._said_ms = now_ms
+        return "%s: %s" % (self._what, ", ".join(parts))
+
+
 def create(board, hw, cfg, cal):
     """The driver for board["chip"], wired to the board's pins through the hardware layer."""
     chip = board["chip"]

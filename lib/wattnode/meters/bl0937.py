@@ -49,7 +49,7 @@ class BL0937(Meter):
         self._cal = cal
         self._cf = hw.counter(pins["cf"])
         self._cf1 = hw.counter(pins["cf1"])
-        self._sel = hw.pin(pins["sel"], 0)
+        self._sel = hw.output(pins["sel"], 0)
         level = 1 if board["chip"] == "bl0937" else 0
         self._sel_voltage = level ^ (1 if inverted.get("sel") else 0)
         # 100 uJ per CF pulse; cV and mA per (CF1 pulse per ms); gains folded in

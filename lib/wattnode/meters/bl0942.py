@@ -16,7 +16,8 @@ V = V_RMS / 15873.36 V, I = I_RMS / 251213.46 A, f = 10**6 / FREQ Hz; one CF_CNT
 Energy: a count is 0.3 Wh, too coarse for 10 s slots (60 W for 10 s is half a count), so a
 window's energy integrates the chip's own averaged WATT over the time between replies. Where
 replies stopped for more than GAP_MS (the node was busy, the line was noisy) the CF_CNT delta,
-exact and wrap-safe, covers the stretch instead.
+exact and wrap-safe, covers the stretch instead (a count is 1.09e7 x 100 uJ, so a gap of more
+than ~100 counts makes a big integer: an allocation, rare and still correct).
 Quirks: a reply that does not come within REPLY_MS is "partial" (some bytes) or counts towards
 "silent" (none); no good reply for SILENT_MS invalidates the window, and energy counted across
 the silence goes to the total only.
@@ -32,7 +33,7 @@ PACKET = const(23)
 REPLY_MS = const(150)
 GAP_MS = const(2000)
 SILENT_MS = const(1000)
-COUNT_UJ100 = const(10894)  # 1089.4 J per CF_CNT count, in 100 uJ
+COUNT_UJ100 = const(10893872)  # 3600000 / 3304.61 = 1089.3872 J per CF_CNT count, in 100 uJ
 
 
 def _u24le(p, i):
