@@ -8,6 +8,8 @@ config.json, on the flash root:
   batch_max   64                   records per MQTT batch, 1..1024
   batch_wait_s 30                  longest a reading waits for its batch to fill, 0..600
   relay_power_on "restore"         relay at power-on: "off", "on", or "restore" the last state
+  checkpoint_wh 100, checkpoint_s 21600   flash checkpoint of the energy total: at most every
+                                   100 Wh or 6 h, whichever comes later (see energy.py)
   calibration {"voltage_gain": 1.0, "current_gain": 1.0, "power_gain": 1.0,
                "power_points": [[measured_w, true_w], ...]}   see calib.py
   sim         {"profile": "washer", "speed": 1, "start": null, "then_realtime": false,
@@ -31,10 +33,13 @@ DEFAULTS = {
     "batch_max": 64,
     "batch_wait_s": 30,
     "relay_power_on": "restore",
+    "checkpoint_wh": 100,
+    "checkpoint_s": 21600,
     "calibration": {},
     "sim": {},
 }
-_RANGES = {"interval_s": (1, 3600), "batch_max": (1, 1024), "batch_wait_s": (0, 600)}
+_RANGES = {"interval_s": (1, 3600), "batch_max": (1, 1024), "batch_wait_s": (0, 600),
+           "checkpoint_wh": (1, 100000), "checkpoint_s": (60, 604800)}
 _CHOICES = {"relay_power_on": ("off", "on", "restore")}
 _ID_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_-"
 

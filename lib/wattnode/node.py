@@ -16,6 +16,7 @@ from binascii import hexlify
 
 from wattnode import board as boardfile, config, hw as hal, meters, wire
 from wattnode.calib import Calibration
+from wattnode.energy import EnergyStore
 from wattnode.link import Link
 from wattnode.relay import CONNECTING, ERROR, ONLINE, Controls
 from wattnode.ring import Ring
@@ -55,7 +56,13 @@ class Node:
         self.fault_log = meters.FaultLog(self.meter, "%s meter" % board.get("chip", "?"))
         self.metering = not isinstance(self.meter, meters.NoMeter)
         self.controls = Controls(board, hw, cfg["relay_power_on"])
-        self.sampler = Sampler(self.meter, self.ring, cfg["interval_s"])
+        self.energy = EnergyStore(hw.rtc, cfg["checkpoint_wh"], cfg["checkpoint_s"])
+        now = hw.clock.time_s()
+        wh, rem = self.energy.load(now)
+        if self.energy.note:
+            problems.append("%s; at most %d Wh" % (self.energy.note, self.energy.bound_wh(
+                now, board.get("meter", {}).get("max_power_w", 3680))))
+        self.sampler = Sampler(self.meter, self.ring, cfg["interval_s"], wh, rem)
         self.boot = int.from_bytes(hw.urandom(4), "little")
         self.link = Link(self.node_id, cfg, self.ring, cfg["interval_s"], self.boot, hw.urandom,
                          self.on_relay)
@@ -74,6 +81,7 @@ class Node:
             if now >= sampler.slot_end:
                 if sampler.close(now) > 1:
                     self.link.log("sampling was held up; slots before %d share one mean" % now)
+                self.energy.slot(sampler.energy_wh, sampler.rem_dj, now)
                 self.publish_state(False)
                 news = self.fault_log.news(clock.ticks_ms())
                 if news:
@@ -122,6 +130,7 @@ class Node:
             self.link.service(self.hw.wifi_up(), flush=True)
             time.sleep_ms(5)
         self.publish_state(True)
+        self.energy.checkpoint(self.sampler.energy_wh, self.sampler.rem_dj, self.hw.clock.time_s())
         print("summary " + json.dumps(self.summary()))
         self.link.close()
 
@@ -136,6 +145,9 @@ class Node:
             "unsent": self.ring.count(),
             "batches": self.link.batches,
             "bytes_sent": self.link.bytes_sent,
+            "energy_wh": self.sampler.energy_wh,
+            "energy_from": self.energy.source,
+            "flash_writes": self.energy.writes,
         }
 
 

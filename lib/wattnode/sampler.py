@@ -31,12 +31,12 @@ def _u16(value):
 
 
 class Sampler:
-    def __init__(self, meter, ring, interval_s, energy_wh=0):
+    def __init__(self, meter, ring, interval_s, energy_wh=0, rem_dj=0):
         self.meter = meter
         self.ring = ring
         self.interval_s = interval_s
         self.energy_wh = energy_wh
-        self._rem_dj = 0
+        self.rem_dj = rem_dj  # the part of the counter below 1 Wh
         self._from_s = 0
         self.slot_end = 0
         self.last_slot = -1  # the last closed slot's start and values, for the state topic
@@ -59,9 +59,9 @@ class Sampler:
         span_s = now_s - self._from_s
         self.ok = self.ok and span_s > 0
         energy_dj = meter.win_energy_dj if self.ok else 0
-        rem = self._rem_dj + energy_dj + meter.win_orphan_dj
+        rem = self.rem_dj + energy_dj + meter.win_orphan_dj
         self.energy_wh += rem // _DJ_PER_WH
-        self._rem_dj = rem % _DJ_PER_WH
+        self.rem_dj = rem % _DJ_PER_WH
         if self.ok:
             power_dw = (2 * energy_dj + span_s) // (2 * span_s)
             energy_wh = self.energy_wh
