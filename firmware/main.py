@@ -1,5 +1,10 @@
-# main.py - runs the wattnode program from config.json and board.json on the flash root.
+# main.py - starts the node (wattnode/start.py), unless boot.py chose safe mode.
 # Kept thin: everything lives in /lib/wattnode, which can be updated without touching this file.
-from wattnode import node
+from wattnode import safe
 
-node.main()
+if safe.reason:
+    print("safe mode:", safe.reason)
+    print("the node is not running; connect with mpremote")
+else:
+    from wattnode import start
+    start.main()

@@ -10,6 +10,7 @@ config.json, on the flash root:
   relay_power_on "restore"         relay at power-on: "off", "on", or "restore" the last state
   checkpoint_wh 100, checkpoint_s 21600   flash checkpoint of the energy total: at most every
                                    100 Wh or 6 h, whichever comes later (see energy.py)
+  watchdog_s  60                   the plug resets if the loop stalls this long, 10..600
   calibration {"voltage_gain": 1.0, "current_gain": 1.0, "power_gain": 1.0,
                "power_points": [[measured_w, true_w], ...]}   see calib.py
   sim         {"profile": "washer", "speed": 1, "start": null, "then_realtime": false,
@@ -35,11 +36,12 @@ DEFAULTS = {
     "relay_power_on": "restore",
     "checkpoint_wh": 100,
     "checkpoint_s": 21600,
+    "watchdog_s": 60,
     "calibration": {},
     "sim": {},
 }
 _RANGES = {"interval_s": (1, 3600), "batch_max": (1, 1024), "batch_wait_s": (0, 600),
-           "checkpoint_wh": (1, 100000), "checkpoint_s": (60, 604800)}
+           "checkpoint_wh": (1, 100000), "checkpoint_s": (60, 604800), "watchdog_s": (10, 600)}
 _CHOICES = {"relay_power_on": ("off", "on", "restore")}
 _ID_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_-"
 

@@ -5,26 +5,26 @@
     -> clock.wait(next slot end, at most LOOP_MS)
 
 Clock and hardware are injected (hw/), so the same loop runs on a plug, on the unix port with
-a simulated board, and under a fast virtual clock. main() reads config.json and board.json
-from the current directory (the flash root on a plug) and never refuses to start over a bad
-config: it runs on defaults and reports the problems on the log topic.
+a simulated board, and under a fast virtual clock. start.py builds it from config.json and
+board.json; a bad config never stops it: it runs on defaults and reports the problems on the
+log topic. The watchdog is fed on every pass of the loop.
 """
 
 import json
 import time
 from binascii import hexlify
 
-from wattnode import board as boardfile, config, hw as hal, meters, wire
+from wattnode import meters, wire
 from wattnode.calib import Calibration
 from wattnode.energy import EnergyStore
 from wattnode.link import Link
 from wattnode.relay import CONNECTING, ERROR, ONLINE, Controls
-from wattnode.ring import Ring
 from wattnode.sampler import Sampler
 
 from micropython import const
 
 LOOP_MS = const(100)
+HEALTHY_S = const(600)
 DRAIN_MS = const(30000)
 _STATE_MIN_MS = const(1000)
 
@@ -47,11 +47,12 @@ def make_meter(board, hw, cfg, meter_ok, problems):
 
 
 class Node:
-    def __init__(self, cfg, board, hw, problems, meter_ok=True):
+    def __init__(self, cfg, board, hw, problems, meter_ok, ring, on_healthy=None):
         self.hw = hw
         self.cfg = cfg
         self.node_id = cfg["node_id"] or "plug-" + hexlify(hw.mac()).decode()
-        self.ring = Ring(boardfile.ring_kib(board) * 1024 // wire.RECORD_SIZE)
+        self.ring = ring
+        self._on_healthy = on_healthy
         self.meter = make_meter(board, hw, cfg, meter_ok, problems)
         self.fault_log = meters.FaultLog(self.meter, "%s meter" % board.get("chip", "?"))
         self.metering = not isinstance(self.meter, meters.NoMeter)
@@ -75,7 +76,10 @@ class Node:
         sampler = self.sampler
         sampler.start(clock.time_s())
         self._first_slot = sampler.slot_end - sampler.interval_s
+        healthy_s = clock.time_s() + HEALTHY_S
+        wdt = self.hw.watchdog(self.cfg["watchdog_s"] * 1000)
         while not clock.ended():
+            wdt.feed()
             self.meter.poll()
             now = clock.time_s()
             if now >= sampler.slot_end:
@@ -92,6 +96,9 @@ class Node:
                 self.publish_state(True)
             self.controls.show(ERROR if not self.metering else ONLINE if self.link.up
                                else CONNECTING, ticks)
+            if self._on_healthy and now >= healthy_s:
+                self._on_healthy()  # ran HEALTHY_S without crashing: crashes no longer "in a row"
+                self._on_healthy = None
             if self.problems and self.link.up:
                 for p in self.problems:
                     self.link.log("config: " + p)
@@ -149,19 +156,3 @@ class Node:
             "energy_from": self.energy.source,
             "flash_writes": self.energy.writes,
         }
-
-
-def main(config_path="config.json", board_path="board.json"):
-    problems = []
-    cfg = config.load(config_path, problems)
-    board = config.read_json(board_path, problems)
-    board_problems, meter_ok = boardfile.check(board)
-    problems.extend(board_problems)
-    hw = hal.load(board, cfg)
-    node = Node(cfg, board, hw, problems, meter_ok)
-    print("wattnode %s: board %r, interval %d s, ring %d records"
-          % (node.node_id, board.get("name"), cfg["interval_s"], node.ring.capacity))
-    try:
-        node.run()
-    except KeyboardInterrupt:
-        node.drain()

@@ -9,12 +9,13 @@ sampler - and the files must be the emoncms PHPFina layout byte for byte.
 
 import json
 import struct
+import subprocess
 import time
 
 import numpy as np
 
 from broker import Broker, free_port
-from helpers import aligned_past, summary, wattlog
+from helpers import REPO, aligned_past, summary, wattlog
 from wattnode import wire
 from wattnode.profiles import Profile, voltage_cv
 
@@ -121,3 +122,18 @@ def test_a_plug_stopped_cleanly_sends_what_it_holds(broker, collectors, simnodes
     assert collector.stop() == 0
     rows = wattlog("export", "--data", data, "--feed", "live/power").splitlines()[1:]
     assert len(rows) == s["produced"] and all(r.endswith(",1000") for r in rows)
+
+
+def test_the_node_runs_in_a_limited_heap(broker, collectors, simnodes, tmp_path):
+    """The whole node with its 48 KiB ring, a BL0937 driver and the simulated chip, run from
+    the .mpy files a plug runs, in a 160 KiB heap (tools/bench/heap measures 151 KiB on this
+    64-bit port; see the README for what that means on an ESP32)."""
+    subprocess.run([str(REPO / "tools" / "build")], check=True, capture_output=True, timeout=300)
+    collector = collectors(broker.url, tmp_path / "data", commit_interval=300)
+    collector.wait_for("listening on")
+    s = simnodes(broker.port, "tight", "--mpy", "--heap-kib", 160, "--board", "devkit-bl0937",
+                 "--profile", "washer", "--start", aligned_past(3600), "--speed", 300).finish()
+    assert s["unsent"] == 0 and s["produced"] >= 360
+    assert collector.stop() == 0
+    rows = wattlog("export", "--data", tmp_path / "data", "--feed", "tight/power").splitlines()
+    assert len(rows) - 1 == s["produced"]

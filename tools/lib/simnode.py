@@ -9,7 +9,8 @@ plug does, with lib/ and the MicroPython libraries on MICROPYPATH. With --speed 
 clock runs X times faster from --start (a time in the past); the node stops by itself when its
 clock reaches real time (after sending what it holds), or carries on in real time with
 --then-realtime. SIGINT or SIGTERM stops the node cleanly (it says "offline" and prints its
-summary line).
+summary line). When the firmware resets itself (after a crash) it is started again, as a plug
+reboots; --power-cut starts it as after a power cut (its RTC memory gone).
 """
 
 import argparse
@@ -26,6 +27,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _RELATIVE = re.compile(r"(?:now)?-(\d+)([smhd]?)\Z")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+RESET_EXIT = 3   # wattnode.start.RESET_EXIT: the firmware asks for a reset
+MAX_RESETS = 10
 
 
 def start_time(text):
@@ -61,6 +64,15 @@ def parser():
     p.add_argument("--batch-max", type=int, help="records per batch")
     p.add_argument("--ring-kib", type=int, help="ring size in KiB (default: the board's)")
     p.add_argument("--flash", help="folder to use as the node's flash (default: a temporary one)")
+    p.add_argument("--heap-kib", type=int, help="limit the MicroPython heap (micropython -X heapsize)")
+    p.add_argument("--mpy", action="store_true",
+                   help="run the .mpy files tools/build made (build/mpy), as a plug runs them")
+    p.add_argument("--power-cut", action="store_true",
+                   help="start as after a power cut: RTC memory in the flash folder is lost")
+    p.add_argument("--board", default="sim",
+                   help="a board file name from boards/ (default sim); its chip is simulated")
+    p.add_argument("--faults", default="{}",
+                   help='simulated chip faults as JSON, e.g. \'{"noise_every": 5}\'')
     return p
 
 
@@ -74,8 +86,10 @@ def write_flash(flash, args):
         cfg["batch_max"] = args.batch_max
     with open(os.path.join(flash, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
-    with open(os.path.join(REPO, "boards", "sim.json")) as f:
+    with open(os.path.join(REPO, "boards", args.board + ".json")) as f:
         board = json.load(f)
+    board["hal"] = "sim"  # any board runs on the simulator: pins, UART and chip simulated
+    cfg["sim"]["faults"] = json.loads(args.faults)
     if args.ring_kib:
         board["ring_kib"] = args.ring_kib
     with open(os.path.join(flash, "board.json"), "w") as f:
@@ -90,18 +104,33 @@ def main():
     fw = os.path.join(REPO, "firmware")
     launch = "exec(open(%r).read()); exec(open(%r).read())" % (
         os.path.join(fw, "boot.py"), os.path.join(fw, "main.py"))
-    env = dict(os.environ, MICROPYPATH="%s:%s" % (os.path.join(REPO, "lib"),
-                                                 os.path.join(REPO, ".mplib")))
-    # its own process group: a Ctrl-C reaches it once, through forward(), not twice
-    proc = subprocess.Popen(["micropython", "-c", launch], cwd=flash, env=env,
-                            start_new_session=True)
+    libs = [os.path.join(REPO, "build", "mpy")] if args.mpy else [os.path.join(REPO, "lib"),
+                                                                   os.path.join(REPO, ".mplib")]
+    env = dict(os.environ, MICROPYPATH=":".join(libs))
+    heap = ["-X", "heapsize=%dK" % args.heap_kib] if args.heap_kib else []
+    if args.power_cut:
+        try:
+            os.remove(os.path.join(flash, ".rtc-memory"))
+        except FileNotFoundError:
+            pass
+    stopping = []
+    current = []
 
     def forward(signum, frame):
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)  # the unix port turns SIGINT into KeyboardInterrupt
+        stopping.append(signum)
+        if current and current[0].poll() is None:
+            current[0].send_signal(signal.SIGINT)  # the unix port turns SIGINT into KeyboardInterrupt
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    rc = proc.wait()
+    for boot in range(MAX_RESETS + 1):
+        # its own process group: a Ctrl-C reaches it once, through forward(), not twice
+        proc = subprocess.Popen(["micropython"] + heap + ["-c", launch], cwd=flash, env=env,
+                                start_new_session=True)
+        current[:] = [proc]
+        rc = proc.wait()
+        if rc != RESET_EXIT or stopping:
+            break
+        print("simnode: the node reset itself; booting it again", flush=True)
     if not args.flash:
         shutil.rmtree(flash, ignore_errors=True)
     sys.exit(rc)

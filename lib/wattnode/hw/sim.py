@@ -140,14 +140,6 @@ class SimWatchdog:
         self.feeds += 1
 
 
-class Reset(Exception):
-    """Raised by Board.reset(): the simulator restarts the node as a plug would reboot."""
-
-    def __init__(self, soft):
-        super().__init__("soft reset" if soft else "reset")
-        self.soft = soft
-
-
 class Board:
     def __init__(self, board, cfg, flash_dir="."):
         sim = cfg.get("sim", {})
@@ -200,4 +192,9 @@ class Board:
         return os.urandom(n)
 
     def reset(self, soft=False):
-        raise Reset(soft)
+        """The process ends with start.RESET_EXIT; tools/simnode starts it again, like a
+        plug rebooting (RTC memory, in its file, survives; a power cut deletes it)."""
+        import sys
+        from wattnode.start import RESET_EXIT
+        self.resets += 1
+        sys.exit(RESET_EXIT)

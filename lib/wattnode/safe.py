@@ -1,0 +1,49 @@
+"""safe.py - safe mode: the node app does not start, so mpremote can always get in.
+
+boot.py calls check() at every boot; main.py starts the node only when `reason` is None.
+Safe mode is entered when
+  - the board's button is held down while the plug boots (pressed throughout HOLD_MS), or
+  - the node crashed MAX_CRASHES times in a row (start.py counts crashes in a file and logs
+    them to crash.log); the count is then cleared, so the next reset tries the app again.
+On the unix port there is no button to read (machine has no Pin): only the crash rule applies.
+"""
+
+import time
+
+from wattnode import config
+from wattnode.start import crash_count, set_crash_count
+
+MAX_CRASHES = 3
+HOLD_MS = 1000
+reason = None
+
+
+def _button_held(board_path):
+    try:
+        from machine import Pin
+    except ImportError:
+        return False
+    board = config.read_json(board_path, [])
+    pins = board.get("pins", {}) if isinstance(board, dict) else {}
+    if not isinstance(pins.get("button"), int):
+        return False
+    pin = Pin(pins["button"], Pin.IN, Pin.PULL_UP if "button" in board.get("pullup", ()) else None)
+    active = 0 if board.get("inverted", {}).get("button") else 1
+    start = time.ticks_ms()
+    while time.ticks_diff(time.ticks_ms(), start) < HOLD_MS:
+        if pin.value() != active:
+            return False
+        time.sleep_ms(20)
+    return True
+
+
+def check(board_path="board.json"):
+    global reason
+    crashes = crash_count()
+    if crashes >= MAX_CRASHES:
+        set_crash_count(0)
+        reason = ("the node crashed %d times in a row (see crash.log); fix it over mpremote, "
+                  "then reset" % crashes)
+    elif _button_held(board_path):
+        reason = "the button was held at boot"
+    return reason
