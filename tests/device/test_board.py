@@ -63,3 +63,28 @@ class TestBoards(unittest.TestCase):
         m.poll()
         self.assertFalse(m.take())
         self.assertIn("every slot is stored as missing", problems[-1])
+
+
+class TestMismatch(unittest.TestCase):
+    def test_a_board_file_for_the_wrong_chip_stores_nothing_wrong(self):
+        """The board file says CSE7766 but the plug carries a BL0942 on those pins: the driver
+        hears garbled bytes and no frames; every window is missing, and the fault log says
+        so in words."""
+        from wattnode.calib import Calibration
+        from wattnode.hw.sim import Board
+        from rig import board_file
+        real = board_file("devkit-bl0942")
+        wrong = board_file("devkit-cse7766")  # rx 16 as well
+        cfg = {"sim": {"profile": "constant:1000", "start": 1795000000}}
+        hw = Board(real, cfg, "/tmp")
+        meter = meters.create(wrong, hw, cfg, Calibration())
+        log = meters.FaultLog(meter, "cse7766 meter")
+        meter.take()
+        for _ in range(100):
+            hw.clock._virt_ms += 200
+            meter.poll()
+        self.assertFalse(meter.take())
+        self.assertEqual(meter.win_energy_dj, -1)
+        news = log.news(hw.clock.ticks_ms())
+        self.assertIn("silent spells (slots stored as missing)", news)
+        self.assertEqual(log.news(hw.clock.ticks_ms()), None)  # once a minute, not more

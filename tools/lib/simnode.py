@@ -65,6 +65,10 @@ def parser():
     p.add_argument("--ring-kib", type=int, help="ring size in KiB (default: the board's)")
     p.add_argument("--flash", help="folder to use as the node's flash (default: a temporary one)")
     p.add_argument("--heap-kib", type=int, help="limit the MicroPython heap (micropython -X heapsize)")
+    p.add_argument("--crash-after", type=int, metavar="S",
+                   help="make the node's loop raise after S seconds of node time (crash handling)")
+    p.add_argument("--config", default="{}",
+                   help="JSON merged into config.json as it is, unchecked (to test bad configs)")
     p.add_argument("--mpy", action="store_true",
                    help="run the .mpy files tools/build made (build/mpy), as a plug runs them")
     p.add_argument("--power-cut", action="store_true",
@@ -84,6 +88,9 @@ def write_flash(flash, args):
                    "then_realtime": args.then_realtime}}
     if args.batch_max:
         cfg["batch_max"] = args.batch_max
+    if args.crash_after is not None:
+        cfg["sim"]["crash_after_s"] = args.crash_after
+    cfg.update(json.loads(args.config))
     with open(os.path.join(flash, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
     with open(os.path.join(REPO, "boards", args.board + ".json")) as f:

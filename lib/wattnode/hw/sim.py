@@ -10,7 +10,8 @@ node time, so drivers measure pulse rates in node time at any speed.
 
 Board emulates any board file: its meter pins and UART are wired to a simulated chip
 (hw/simchips.py) that measures the load profile named in config.json ("sim": {"profile"}),
-with the faults named there ("sim": {"faults": {...}}). RTC memory lives in a file that
+with the faults named there ("sim": {"faults": {...}}); "crash_after_s" makes the loop raise
+after that much node time, to exercise crash handling. RTC memory lives in a file that
 survives a reset (the process restarting) but not a power cut (simnode --power-cut deletes it).
 Unix port only: it reads the host clock with time.time() (a float, so it allocates).
 """
@@ -24,13 +25,14 @@ TICKS_MASK = 0x3FFFFFFF  # time.ticks_diff() works modulo 2**30 on every port
 
 
 class SimClock:
-    def __init__(self, start_unix=None, speed=1, then_realtime=False):
+    def __init__(self, start_unix=None, speed=1, then_realtime=False, crash_after_s=None):
         wall_ms = self._wall_ms()
         start_ms = wall_ms if start_unix is None else (int(start_unix) - wire.EPOCH_UNIX) * 1000
         self._virt_ms = start_ms
         self._speed = max(1, int(speed)) if start_ms < wall_ms else 1
         self._then_realtime = then_realtime
         self._ended = False
+        self._crash_ms = None if crash_after_s is None else start_ms + crash_after_s * 1000
         self._anchor()
 
     @staticmethod
@@ -60,6 +62,8 @@ class SimClock:
     def wait(self, deadline_s, max_ms, poll_ms=0):
         """Until node time reaches deadline_s, or poll_ms of node time pass (if given), or
         max_ms of real time pass, whichever comes first."""
+        if self._crash_ms is not None and self._virt_ms >= self._crash_ms:
+            raise RuntimeError("simulated crash (sim.crash_after_s)")
         deadline_ms = deadline_s * 1000
         if poll_ms and self._virt_ms + poll_ms < deadline_ms:
             deadline_ms = self._virt_ms + poll_ms
@@ -143,7 +147,8 @@ class SimWatchdog:
 class Board:
     def __init__(self, board, cfg, flash_dir="."):
         sim = cfg.get("sim", {})
-        self.clock = SimClock(sim.get("start"), sim.get("speed", 1), sim.get("then_realtime", False))
+        self.clock = SimClock(sim.get("start"), sim.get("speed", 1), sim.get("then_realtime", False),
+                              sim.get("crash_after_s"))
         self.pins = {}
         self.chip = None
         chip = board.get("chip")
