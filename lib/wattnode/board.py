@@ -82,6 +82,9 @@ def check(board):
         problems.append("board %r: a %s talks at %s baud, not %r"
                         % (name, chip, " or ".join(str(b) for b in CHIP_BAUDS[chip]), board.get("baud")))
         meter_ok = False
+    if chip in ("bl0937", "hlw8012") and mcu == "esp32c3":
+        problems.append("board %r: the ESP32-C3 has no hardware pulse counter; counted by "
+                        "interrupts, pulses above a few hundred Hz are lost (energy reads low)" % name)
     ring = board.get("ring_kib", 48)
     if not isinstance(ring, int) or not MIN_RING_KIB <= ring <= MAX_RING_KIB:
         problems.append("board %r: ring_kib = %r must be %d..%d; using 48"

@@ -4,6 +4,7 @@ config.json, on the flash root:
   node_id     "plug-34ea34797bff"  [a-z0-9_-], 1-32 characters; default: "plug-" + the MAC
   base_topic  "wattlog"            MQTT topics are <base_topic>/<node_id>/...
   broker      {"host": "192.168.1.10", "port": 1883, "user": null, "password": null}
+  wifi        {"ssid": "", "password": ""}
   interval_s  10                   slot length, 1..3600
   batch_max   64                   records per MQTT batch, 1..1024
   batch_wait_s 30                  longest a reading waits for its batch to fill, 0..600
@@ -11,6 +12,8 @@ config.json, on the flash root:
   checkpoint_wh 100, checkpoint_s 21600   flash checkpoint of the energy total: at most every
                                    100 Wh or 6 h, whichever comes later (see energy.py)
   watchdog_s  60                   the plug resets if the loop stalls this long, 10..600
+  ntp_host    ""                   an NTP server on the LAN (the Pi, the router); without one
+                                   the plug takes the collector's clock from its acks
   calibration {"voltage_gain": 1.0, "current_gain": 1.0, "power_gain": 1.0,
                "power_points": [[measured_w, true_w], ...]}   see calib.py
   sim         {"profile": "washer", "speed": 1, "start": null, "then_realtime": false,
@@ -30,6 +33,7 @@ DEFAULTS = {
     "node_id": None,
     "base_topic": "wattlog",
     "broker": {"host": "127.0.0.1", "port": 1883, "user": None, "password": None},
+    "wifi": {"ssid": "", "password": ""},
     "interval_s": 10,
     "batch_max": 64,
     "batch_wait_s": 30,
@@ -37,6 +41,7 @@ DEFAULTS = {
     "checkpoint_wh": 100,
     "checkpoint_s": 21600,
     "watchdog_s": 60,
+    "ntp_host": "",
     "calibration": {},
     "sim": {},
 }

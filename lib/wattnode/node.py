@@ -16,6 +16,7 @@ from binascii import hexlify
 
 from wattnode import meters, wire
 from wattnode.calib import Calibration
+from wattnode.clock import TimeKeeper
 from wattnode.energy import EnergyStore
 from wattnode.link import Link
 from wattnode.relay import CONNECTING, ERROR, ONLINE, Controls
@@ -57,6 +58,7 @@ class Node:
         self.fault_log = meters.FaultLog(self.meter, "%s meter" % board.get("chip", "?"))
         self.metering = not isinstance(self.meter, meters.NoMeter)
         self.controls = Controls(board, hw, cfg["relay_power_on"])
+        self.keeper = TimeKeeper(hw, cfg["ntp_host"] or None)
         self.energy = EnergyStore(hw.rtc, cfg["checkpoint_wh"], cfg["checkpoint_s"])
         now = hw.clock.time_s()
         wh, rem = self.energy.load(now)
@@ -71,19 +73,42 @@ class Node:
         self._state_ms = time.ticks_add(time.ticks_ms(), -_STATE_MIN_MS)
         self._first_slot = -1
 
+    def _begin(self, now, boot_ticks):
+        """The wall time is known: start slotting (with the readings held since boot)."""
+        clock = self.hw.clock
+        held = None if self.keeper.source == "rtc" else boot_ticks
+        self.sampler.start(now, clock.ticks_ms(), held)
+        self._first_slot = (now - (clock.ticks_ms() - boot_ticks) // 1000 if held is not None
+                            else now) // self.sampler.interval_s * self.sampler.interval_s
+        if held is not None:
+            self.link.log("clock set from %s; readings since boot are stamped from %d"
+                          % (self.keeper.source, self._first_slot + wire.EPOCH_UNIX))
+
     def run(self):
         clock = self.hw.clock
+        keeper = self.keeper
         sampler = self.sampler
-        sampler.start(clock.time_s())
-        self._first_slot = sampler.slot_end - sampler.interval_s
-        healthy_s = clock.time_s() + HEALTHY_S
+        boot_ticks = clock.ticks_ms()
+        started = False
+        healthy_ticks = boot_ticks + HEALTHY_S * 1000
         wdt = self.hw.watchdog(self.cfg["watchdog_s"] * 1000)
         while not clock.ended():
             wdt.feed()
             self.meter.poll()
-            now = clock.time_s()
+            keeper.service(self.hw.wifi_up())
+            now = keeper.now()
+            if now < 0:  # no wall time yet: keep measuring, stamp nothing
+                self.link.service(self.hw.wifi_up())
+                clock.wait(clock.time_s() + 1, LOOP_MS, self.meter.poll_ms)
+                continue
+            if not started:
+                self._begin(now, boot_ticks)
+                started = True
+            step = keeper.check_step()
+            if step:
+                self.link.log("the clock stepped by %+d s; slots stay in order, none repeated" % step)
             if now >= sampler.slot_end:
-                if sampler.close(now) > 1:
+                if sampler.close(now, clock.ticks_ms()) > 1:
                     self.link.log("sampling was held up; slots before %d share one mean" % now)
                 self.energy.slot(sampler.energy_wh, sampler.rem_dj, now)
                 self.publish_state(False)
@@ -96,7 +121,7 @@ class Node:
                 self.publish_state(True)
             self.controls.show(ERROR if not self.metering else ONLINE if self.link.up
                                else CONNECTING, ticks)
-            if self._on_healthy and now >= healthy_s:
+            if self._on_healthy and time.ticks_diff(clock.ticks_ms(), healthy_ticks) >= 0:
                 self._on_healthy()  # ran HEALTHY_S without crashing: crashes no longer "in a row"
                 self._on_healthy = None
             if self.problems and self.link.up:

@@ -9,17 +9,27 @@ stamped with the slot start:
   energy  the node's counter in Wh; the part below 1 Wh is carried in deci-joules, never lost
 A window in which the meter gave no valid data yields a record whose values are missing, never
 zero; energy the meter counted without a valid window (across a silent chip) still goes into
-the counter. The first window after boot may be shorter than a slot; its mean is over what was
-measured. If the loop was held up past more than one slot end, every slot the window spans
-gets the window's mean (the energy counter stays exact), at most MAX_FILL of them; earlier
-ones stay missing. Integers only, nothing allocated per sample.
+the counter.
+
+Time: a window's length comes from the monotonic tick counter, never from the wall clock, and
+its slots from where it really lies on the wall clock: [now - length, now]. So
+  - a window that spans several slots (the loop was held up, or readings were held before
+    the clock was first set: start(..., held_since=boot ticks)) gives each of them the
+    window's mean, at most MAX_FILL of them; earlier ones stay missing (the energy counter
+    stays exact);
+  - a clock stepped forward yields one record in the new time, not a run of invented slots;
+  - no record is ever stamped at or before the last one: after a step back, the window grows
+    until the wall clock passes the last slot again (nothing is lost, nothing duplicated).
+Integers only, nothing allocated per sample.
 """
+
+from time import ticks_diff
 
 from wattnode import wire
 
 from micropython import const
 
-MAX_FILL = const(60)
+MAX_FILL = const(360)
 _DJ_PER_WH = const(36000)
 _U16_TOP = const(0xFFFE)
 
@@ -37,7 +47,7 @@ class Sampler:
         self.interval_s = interval_s
         self.energy_wh = energy_wh
         self.rem_dj = rem_dj  # the part of the counter below 1 Wh
-        self._from_s = 0
+        self._from_ticks = 0
         self.slot_end = 0
         self.last_slot = -1  # the last closed slot's start and values, for the state topic
         self.power_dw = wire.POWER_MISSING
@@ -45,19 +55,35 @@ class Sampler:
         self.current_ma = wire.U16_MISSING
         self.ok = False
 
-    def start(self, now_s):
-        """Begin measuring at node time now_s (whole seconds since the wire epoch)."""
-        self.meter.take()  # whatever the meter saw before now belongs to no slot
-        self._from_s = now_s
-        self.slot_end = (now_s // self.interval_s + 1) * self.interval_s
+    def start(self, now_s, ticks, held_since=None):
+        """Begin slotting at wall time now_s. With held_since (the ticks when the meter began
+        measuring, before the clock was known) that window is kept and closed at once onto the
+        slots it covered; otherwise whatever the meter saw before now belongs to no slot."""
+        if held_since is None:
+            self.meter.take()
+            self._from_ticks = ticks
+            self.slot_end = (now_s // self.interval_s + 1) * self.interval_s
+        else:
+            self._from_ticks = held_since
+            self.slot_end = now_s
 
-    def close(self, now_s):
-        """Close every slot that has ended by now_s; returns how many records it appended."""
+    def close(self, now_s, ticks):
+        """Close the window at wall time now_s; returns how many records it appended (0 when
+        no slot after the last one has ended yet: the window goes on)."""
         iv = self.interval_s
+        span_s = (ticks_diff(ticks, self._from_ticks) + 500) // 1000
+        last_start = (now_s // iv - 1) * iv
+        if last_start <= self.last_slot or span_s <= 0:
+            self.slot_end = (now_s // iv + 1) * iv if last_start > self.last_slot \
+                else self.last_slot + 2 * iv
+            return 0
+        first = (now_s - span_s) // iv * iv
+        if first <= self.last_slot:
+            first = self.last_slot + iv
+        if last_start - first >= MAX_FILL * iv:
+            first = last_start - (MAX_FILL - 1) * iv
         meter = self.meter
         self.ok = meter.take()
-        span_s = now_s - self._from_s
-        self.ok = self.ok and span_s > 0
         energy_dj = meter.win_energy_dj if self.ok else 0
         rem = self.rem_dj + energy_dj + meter.win_orphan_dj
         self.energy_wh += rem // _DJ_PER_WH
@@ -73,15 +99,11 @@ class Sampler:
         self.power_dw = power_dw
         self.voltage_cv = voltage_cv
         self.current_ma = current_ma
-        last_start = (now_s // iv - 1) * iv
-        n = (last_start - self.slot_end) // iv + 2
-        if n > MAX_FILL:
-            n = MAX_FILL
-        t = last_start - (n - 1) * iv
+        t = first
         while t <= last_start:
             self.ring.append(t, power_dw, energy_wh, voltage_cv, current_ma)
             t += iv
-        self._from_s = now_s
+        self._from_ticks = ticks
         self.slot_end = last_start + 2 * iv
         self.last_slot = last_start
-        return n
+        return (last_start - first) // iv + 1

@@ -22,6 +22,9 @@ class StepClock:
     def time_s(self):
         return self.t
 
+    def ticks_ms(self):
+        return (self.t * 1000) & 0x3FFFFFFF
+
 
 def records(ring):
     return [struct.unpack_from(wire.RECORD_FMT, ring.buf, ring.offset(s))
@@ -34,7 +37,7 @@ def rig(profile, start, capacity=8, interval=10):
     meter = SimMeter(clock, profile)
     ring = Ring(capacity)
     s = Sampler(meter, ring, interval)
-    s.start(start)
+    s.start(start, clock.ticks_ms())
     return clock, meter, ring, s
 
 
@@ -44,7 +47,7 @@ def run(profile, start, slots, interval=10, poll_every=1):
         clock.t += poll_every
         meter.poll()
         if clock.t >= s.slot_end:
-            s.close(clock.t)
+            s.close(clock.t, clock.ticks_ms())
     return records(ring), s
 
 
@@ -81,7 +84,7 @@ class TestSampler(unittest.TestCase):
         """If the meter saw nothing in a slot, every value of that record is the missing mark."""
         clock, meter, ring, s = rig("constant:500", 100)
         clock.t = 110  # the clock moved but the meter was never polled: no observations
-        s.close(110)
+        s.close(110, clock.ticks_ms())
         t, p, e, v, i = records(ring)[0]
         self.assertEqual((t, p, e, v, i), (100, wire.POWER_MISSING, wire.ENERGY_MISSING,
                                            wire.U16_MISSING, wire.U16_MISSING))
@@ -91,7 +94,7 @@ class TestSampler(unittest.TestCase):
         clock, meter, ring, s = rig("constant:200", 0)
         clock.t = 30
         meter.poll()
-        self.assertEqual(s.close(30), 3)
+        self.assertEqual(s.close(30, clock.ticks_ms()), 3)
         self.assertEqual([(r[0], r[1]) for r in records(ring)], [(0, 2000), (10, 2000), (20, 2000)])
         self.assertEqual(s.slot_end, 40)
 
@@ -110,16 +113,98 @@ class TestSampler(unittest.TestCase):
         for _ in range(3):  # first slots: attribute stores that happen once
             clock.t += 10
             meter.poll()
-            s.close(clock.t)
+            s.close(clock.t, clock.ticks_ms())
         failed = 0
         micropython.heap_lock()
         try:
             for _ in range(600):
                 clock.t += 10
                 meter.poll()
-                s.close(clock.t)
+                s.close(clock.t, clock.ticks_ms())
         except MemoryError:
             failed = 1
         micropython.heap_unlock()
         self.assertEqual(failed, 0)
         self.assertEqual(ring.next, 603)
+
+
+class Steppy:
+    """Physical time (what the meter and the tick counter follow) and a wall clock that can be
+    stepped or not yet known, as a plug's RTC before and after NTP."""
+
+    def __init__(self, t):
+        self.t = t          # physical seconds
+        self.offset = 0     # wall = physical + offset
+
+    def time_s(self):       # the meter integrates physical time
+        return self.t
+
+    def wall(self):
+        return self.t + self.offset
+
+    def ticks_ms(self):
+        return (self.t * 1000) & 0x3FFFFFFF
+
+
+def steppy_rig(watts=500, start=10000):
+    clock = Steppy(start)
+    meter = SimMeter(clock, "constant:%d" % watts)
+    ring = Ring(512)
+    return clock, meter, ring, Sampler(meter, ring, 10)
+
+
+def tick(clock, meter, s, seconds):
+    for _ in range(seconds):
+        clock.t += 1
+        meter.poll()
+        if clock.wall() >= s.slot_end:
+            s.close(clock.wall(), clock.ticks_ms())
+
+
+class TestClockSteps(unittest.TestCase):
+    def test_a_forward_step_gives_one_record_not_a_run_of_invented_slots(self):
+        clock, meter, ring, s = steppy_rig()
+        s.start(clock.wall(), clock.ticks_ms())
+        tick(clock, meter, s, 60)
+        before = ring.next
+        clock.offset += 3600  # NTP corrects a clock that was an hour slow
+        tick(clock, meter, s, 10)
+        stamps = [r[0] for r in records(ring)]
+        self.assertEqual(ring.next - before, 1)
+        self.assertEqual(stamps[-1] - stamps[-2], 3610)
+        self.assertEqual(records(ring)[-1][1], 5000)  # still 500 W: the window was 10 s long
+
+    def test_a_backward_step_never_duplicates_and_loses_no_energy(self):
+        clock, meter, ring, s = steppy_rig()
+        s.start(clock.wall(), clock.ticks_ms())
+        t0 = clock.ticks_ms()
+        tick(clock, meter, s, 60)
+        last = records(ring)[-1][0]
+        clock.offset -= 45
+        tick(clock, meter, s, 120)
+        stamps = [r[0] for r in records(ring)]
+        self.assertEqual(stamps, sorted(set(stamps)))  # strictly increasing: no duplicates
+        after = [r for r in records(ring) if r[0] > last]
+        self.assertEqual(after[0][1], 5000)            # the merged window's mean is still 500 W
+        closed_s = (s._from_ticks - t0) // 1000      # up to the last close, every joule:
+        self.assertEqual(s.energy_wh * 36000 + s.rem_dj, 5000 * closed_s)
+
+    def test_readings_before_the_first_sync_are_stamped_once_time_is_known(self):
+        """95 s of metering with no wall time, then NTP: the window since boot lands on the
+        slots it covered, each with its mean, none invented before boot."""
+        clock, meter, ring, s = steppy_rig()
+        boot = clock.ticks_ms()
+        meter.take()
+        for _ in range(95):
+            clock.t += 1
+            meter.poll()
+        clock.offset = 1795000003 - 1577836800 - clock.t  # the clock is set: wall is now known
+        s.start(clock.wall(), clock.ticks_ms(), held_since=boot)
+        self.assertEqual(s.close(clock.wall(), clock.ticks_ms()), 10)  # 8 s into a slot: 10 touched
+        stamps = [r[0] for r in records(ring)]
+        self.assertEqual(stamps[0], (clock.wall() - 95) // 10 * 10)
+        self.assertEqual(stamps[-1], (clock.wall() // 10 - 1) * 10)
+        self.assertEqual(set(r[1] for r in records(ring)), {5000})
+        tick(clock, meter, s, 30)
+        stamps = [r[0] for r in records(ring)]
+        self.assertEqual(stamps, list(range(stamps[0], stamps[-1] + 1, 10)))  # no gap, no repeat

@@ -42,7 +42,7 @@ def sampling(name, profile="washer"):
     ring = Ring(3072)
     s = Sampler(meter, ring, 10)
     clock = hw.clock
-    s.start(clock.time_s())
+    s.start(clock.time_s(), clock.ticks_ms())
     step = meter.poll_ms or 10000
     polls = 0
 
@@ -53,7 +53,7 @@ def sampling(name, profile="washer"):
             clock._virt_ms = min(clock._virt_ms + step, end)
             meter.poll()
             polls += 1
-        s.close(clock.time_s())
+        s.close(clock.time_s(), clock.ticks_ms())
 
     for _ in range(50):  # warm up: first-slot attribute stores, buffers filled
         slot()
@@ -71,7 +71,7 @@ def sampling(name, profile="washer"):
     t0 = time.ticks_us()
     for _ in range(SLOTS):
         clock._virt_ms = s.slot_end * 1000
-        s.close(clock.time_s())
+        s.close(clock.time_s(), clock.ticks_ms())
     close_us = time.ticks_diff(time.ticks_us(), t0) / SLOTS
     return allocated / SLOTS, us / max(polls, 1), close_us, polls // SLOTS
 

@@ -1,18 +1,23 @@
 """hw - the node's hardware layer: everything that differs between a plug and the simulator.
 
 A board object offers
-    clock            time_s() -> node seconds since the wire epoch (2020-01-01 UTC)
-                     wait(deadline_s, max_ms) -> sleep until node time reaches deadline_s or
-                                                 max_ms of real time have passed, if sooner
-                     ended() -> True when a simulated run has reached its end
-    relay            a machine.Pin-like object: value() reads, value(v) sets
-    wifi_up()        True when the network is usable (starts connecting if it is not)
-    mac()            6 bytes, the station MAC (the default node id derives from it)
-    urandom(n)       n random bytes
-Real-time intervals (MQTT keepalive, back-off) use time.ticks_ms(), which both ports have.
+    clock              time_s()   RTC time in seconds since the wire epoch (2020-01-01 UTC);
+                                  clock.py decides whether it can be trusted
+                       ticks_ms() a monotonic millisecond counter (time.ticks_diff() applies)
+                       set_time(wire_s), wait(deadline_s, max_ms, poll_ms=0), ended()
+    output(gpio, value) / input(gpio, pull_up)   machine.Pin-like: value(), value(v)
+    pixel(gpio)        a WS2812 LED: colour((r, g, b))
+    uart(rx, tx, baud, parity)   parity "even" or None; any(), readinto(buf), write(buf)
+    counter(gpio)      a hardware pulse counter: take() -> pulses since the last take()
+    rtc                RTC memory (survives soft and watchdog resets): read(), write(buf)
+    watchdog(ms)       feed() at least every ms, or the plug resets
+    wifi_up()          True when the network is usable (starts connecting if it is not)
+    ntp(host)          set the RTC from an NTP server; OSError if it does not answer
+    mac(), urandom(n), reset(soft=False)
 
 Implementations are imported only when a board file names them ("hal"), so the unix port
-never imports ESP32-only modules: "sim" -> hw/sim.py.
+never imports ESP32-only modules: "esp32" -> hw/esp32.py (machine, network, esp32),
+"sim" -> hw/sim.py (the unix port, simulated pins, UART, chip and clock).
 """
 
 
@@ -21,4 +26,7 @@ def load(board, cfg):
     if hal == "sim":
         from wattnode.hw.sim import Board
         return Board(board, cfg)
-    raise ValueError("board %r: no hardware layer %r on this port" % (board.get("name"), hal))
+    if hal == "esp32":
+        from wattnode.hw.esp32 import Board
+        return Board(board, cfg)
+    raise ValueError("board %r: no hardware layer %r" % (board.get("name"), hal))

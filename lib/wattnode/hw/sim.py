@@ -11,7 +11,8 @@ node time, so drivers measure pulse rates in node time at any speed.
 Board emulates any board file: its meter pins and UART are wired to a simulated chip
 (hw/simchips.py) that measures the load profile named in config.json ("sim": {"profile"}),
 with the faults named there ("sim": {"faults": {...}}); "crash_after_s" makes the loop raise
-after that much node time, to exercise crash handling. RTC memory lives in a file that
+after that much node time, to exercise crash handling; "ntp_after_s" starts the RTC unset
+(as after a power cut) with an NTP server that answers only after that much node time. RTC memory lives in a file that
 survives a reset (the process restarting) but not a power cut (simnode --power-cut deletes it).
 Unix port only: it reads the host clock with time.time() (a float, so it allocates).
 """
@@ -25,7 +26,8 @@ TICKS_MASK = 0x3FFFFFFF  # time.ticks_diff() works modulo 2**30 on every port
 
 
 class SimClock:
-    def __init__(self, start_unix=None, speed=1, then_realtime=False, crash_after_s=None):
+    def __init__(self, start_unix=None, speed=1, then_realtime=False, crash_after_s=None,
+                 unset=False):
         wall_ms = self._wall_ms()
         start_ms = wall_ms if start_unix is None else (int(start_unix) - wire.EPOCH_UNIX) * 1000
         self._virt_ms = start_ms
@@ -33,6 +35,8 @@ class SimClock:
         self._then_realtime = then_realtime
         self._ended = False
         self._crash_ms = None if crash_after_s is None else start_ms + crash_after_s * 1000
+        # the RTC's error: an ESP32 after a power cut reads 2000-01-01 until its time is set
+        self._rtc_ms = -631152000000 - start_ms if unset else 0
         self._anchor()
 
     @staticmethod
@@ -44,10 +48,14 @@ class SimClock:
         self._anchor_real = time.ticks_ms()
 
     def time_s(self):
-        return self._virt_ms // 1000
+        """What the plug's RTC says, in seconds since the wire epoch."""
+        return (self._virt_ms + self._rtc_ms) // 1000
+
+    def set_time(self, wire_s):
+        self._rtc_ms = wire_s * 1000 - self._virt_ms
 
     def time_ms(self):
-        """Node time in ms since the wire epoch (a big int: simulation only)."""
+        """True time in ms since the wire epoch (a big int: simulation only)."""
         return self._virt_ms
 
     def ticks_ms(self):
@@ -64,7 +72,7 @@ class SimClock:
         max_ms of real time pass, whichever comes first."""
         if self._crash_ms is not None and self._virt_ms >= self._crash_ms:
             raise RuntimeError("simulated crash (sim.crash_after_s)")
-        deadline_ms = deadline_s * 1000
+        deadline_ms = deadline_s * 1000 - self._rtc_ms
         if poll_ms and self._virt_ms + poll_ms < deadline_ms:
             deadline_ms = self._virt_ms + poll_ms
         if deadline_ms <= self._virt_ms:
@@ -148,7 +156,10 @@ class Board:
     def __init__(self, board, cfg, flash_dir="."):
         sim = cfg.get("sim", {})
         self.clock = SimClock(sim.get("start"), sim.get("speed", 1), sim.get("then_realtime", False),
-                              sim.get("crash_after_s"))
+                              sim.get("crash_after_s"), "ntp_after_s" in sim)
+        self._ntp_ms = None
+        if "ntp_after_s" in sim:  # the RTC starts unset; NTP answers after that much time
+            self._ntp_ms = self.clock.time_ms() + sim["ntp_after_s"] * 1000
         self.pins = {}
         self.chip = None
         chip = board.get("chip")
@@ -189,6 +200,12 @@ class Board:
 
     def wifi_up(self):
         return self.network_up
+
+    def ntp(self, host):
+        """Set the RTC from the LAN's NTP server; OSError when it does not answer (yet)."""
+        if self._ntp_ms is not None and self.clock.time_ms() < self._ntp_ms:
+            raise OSError("no answer from NTP server %s" % host)
+        self.clock.set_time(self.clock.time_ms() // 1000)
 
     def mac(self):
         return b"\x02\x00\x00\x00\x00\x01"  # a locally administered address

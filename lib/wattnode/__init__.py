@@ -1,0 +1,1 @@
+"""wattnode - the node library of wattlog: MicroPython firmware for metering plugs."""
