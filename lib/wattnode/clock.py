@@ -59,6 +59,8 @@ class TimeKeeper:
         self.known = True
         self.source = "ntp"
         self._next_ntp_ms = ticks + RESYNC_S * 1000
+        if not was:
+            self._rebase()  # the jump from an unset RTC is not a step
         return not was
 
     def set_from_collector(self, wire_s):
@@ -70,7 +72,13 @@ class TimeKeeper:
             self._clock.set_time(wire_s)
         self.known = True
         self.source = "collector"
+        if not was:
+            self._rebase()
         return not was
+
+    def _rebase(self):
+        self._last_wall = self._clock.time_s()
+        self._last_ticks = self._clock.ticks_ms()
 
     def check_step(self):
         """Seconds the wall clock jumped since the last call (0 if it kept pace)."""

@@ -72,6 +72,7 @@ class Node:
         self.problems = problems
         self._state_ms = time.ticks_add(time.ticks_ms(), -_STATE_MIN_MS)
         self._first_slot = -1
+        self._held = False
 
     def _begin(self, now, boot_ticks):
         """The wall time is known: start slotting (with the readings held since boot)."""
@@ -80,6 +81,7 @@ class Node:
         self.sampler.start(now, clock.ticks_ms(), held)
         self._first_slot = (now - (clock.ticks_ms() - boot_ticks) // 1000 if held is not None
                             else now) // self.sampler.interval_s * self.sampler.interval_s
+        self._held = held is not None
         if held is not None:
             self.link.log("clock set from %s; readings since boot are stamped from %d"
                           % (self.keeper.source, self._first_slot + wire.EPOCH_UNIX))
@@ -108,8 +110,10 @@ class Node:
             if step:
                 self.link.log("the clock stepped by %+d s; slots stay in order, none repeated" % step)
             if now >= sampler.slot_end:
-                if sampler.close(now, clock.ticks_ms()) > 1:
-                    self.link.log("sampling was held up; slots before %d share one mean" % now)
+                if sampler.close(now, clock.ticks_ms()) > 1 and not self._held:
+                    self.link.log("sampling was held up; slots before %d share one mean"
+                                  % (now + wire.EPOCH_UNIX))
+                self._held = False  # only the first close after a held start spans slots
                 self.energy.slot(sampler.energy_wh, sampler.rem_dj, now)
                 self.publish_state(False)
                 news = self.fault_log.news(clock.ticks_ms())

@@ -22,6 +22,8 @@ class StepClock:
     def time_s(self):
         return self.t
 
+    true_s = time_s
+
     def ticks_ms(self):
         return (self.t * 1000) & 0x3FFFFFFF
 
@@ -136,7 +138,7 @@ class Steppy:
         self.t = t          # physical seconds
         self.offset = 0     # wall = physical + offset
 
-    def time_s(self):       # the meter integrates physical time
+    def true_s(self):       # the meter integrates physical time
         return self.t
 
     def wall(self):

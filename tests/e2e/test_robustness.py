@@ -48,3 +48,22 @@ def test_a_broken_config_runs_on_defaults_and_says_why(broker, simnodes):
     assert "interval_s must be a int, not 'ten'; using 10" in text
     assert "config key 'colour' is unknown" in text
     assert "power_gain = 9" in text and "running uncalibrated" in text
+
+
+def test_readings_before_the_clock_is_set_are_stamped_once_it_is(broker, collectors, simnodes,
+                                                                  tmp_path):
+    """A plug after a power cut: RTC at 2000-01-01, the LAN's NTP server answers only after
+    95 s. Nothing is stamped by the unset clock; once NTP answers, the readings since boot
+    land on the slots they were measured in, and every later slot follows without a gap."""
+    from helpers import wattlog
+    collector = collectors(broker.url, tmp_path / "data", commit_interval=300)
+    collector.wait_for("listening on")
+    start = aligned_past(900)
+    s = simnodes(broker.port, "late-clock", "--start", start, "--speed", 50, "--profile",
+                 "constant:750", "--ntp-after", 95).finish()
+    assert collector.stop() == 0
+    rows = wattlog("export", "--data", tmp_path / "data", "--feed", "late-clock/power").splitlines()[1:]
+    times = [int(r.split(",")[0]) for r in rows]
+    assert times[0] == start and times == list(range(start, times[-1] + 1, 10))
+    assert all(r.endswith(",750") for r in rows)
+    assert len(rows) == s["produced"]

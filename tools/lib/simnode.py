@@ -14,6 +14,7 @@ reboots; --power-cut starts it as after a power cut (its RTC memory gone).
 """
 
 import argparse
+import ctypes
 import json
 import os
 import re
@@ -65,6 +66,9 @@ def parser():
     p.add_argument("--ring-kib", type=int, help="ring size in KiB (default: the board's)")
     p.add_argument("--flash", help="folder to use as the node's flash (default: a temporary one)")
     p.add_argument("--heap-kib", type=int, help="limit the MicroPython heap (micropython -X heapsize)")
+    p.add_argument("--ntp-after", type=int, metavar="S",
+                   help="start with the RTC unset, as after a power cut; the LAN's NTP server "
+                        "answers after S seconds of node time")
     p.add_argument("--crash-after", type=int, metavar="S",
                    help="make the node's loop raise after S seconds of node time (crash handling)")
     p.add_argument("--config", default="{}",
@@ -90,6 +94,9 @@ def write_flash(flash, args):
         cfg["batch_max"] = args.batch_max
     if args.crash_after is not None:
         cfg["sim"]["crash_after_s"] = args.crash_after
+    if args.ntp_after is not None:
+        cfg["sim"]["ntp_after_s"] = args.ntp_after
+        cfg["ntp_host"] = "ntp.lan"
     cfg.update(json.loads(args.config))
     with open(os.path.join(flash, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
@@ -101,6 +108,11 @@ def write_flash(flash, args):
         board["ring_kib"] = args.ring_kib
     with open(os.path.join(flash, "board.json"), "w") as f:
         json.dump(board, f, indent=1)
+
+
+def _die_with_parent():
+    """In the child: if this wrapper dies, even by SIGKILL, the node dies too (Linux)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def main():
@@ -132,7 +144,7 @@ def main():
     for boot in range(MAX_RESETS + 1):
         # its own process group: a Ctrl-C reaches it once, through forward(), not twice
         proc = subprocess.Popen(["micropython"] + heap + ["-c", launch], cwd=flash, env=env,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=_die_with_parent)
         current[:] = [proc]
         rc = proc.wait()
         if rc != RESET_EXIT or stopping:

@@ -58,6 +58,10 @@ class SimClock:
         """True time in ms since the wire epoch (a big int: simulation only)."""
         return self._virt_ms
 
+    def true_s(self):
+        """True time in seconds: what simulated loads follow, whatever the RTC says."""
+        return self._virt_ms // 1000
+
     def ticks_ms(self):
         return self._virt_ms & TICKS_MASK
 

@@ -18,10 +18,10 @@ class SimMeter(Meter):
         super().__init__()
         self._clock = clock
         self.profile = Profile(profile)
-        self._t = clock.time_s()
+        self._t = clock.true_s()
 
     def poll(self):
-        now = self._clock.time_s()
+        now = self._clock.true_s()  # the load follows true time, not what the RTC says
         t = self._t
         while t < now:
             p = self.profile.power_dw(t)
