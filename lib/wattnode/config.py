@@ -105,7 +105,11 @@ def _check(key, value, default, problems):
 
 def load(path, problems):
     """config.json with defaults filled in; appends what was wrong to `problems`."""
-    raw = read_json(path, problems)
+    return load_dict(read_json(path, problems), problems)
+
+
+def load_dict(raw, problems):
+    """A config dict checked and completed with defaults (repl.config() checks edits so)."""
     cfg = {}
     for key in DEFAULTS:
         cfg[key] = _check(key, raw[key], DEFAULTS[key], problems) if key in raw \

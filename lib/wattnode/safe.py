@@ -2,18 +2,21 @@
 
 boot.py calls check() at every boot; main.py starts the node only when `reason` is None.
 Safe mode is entered when
+  - repl.reboot(safe=True) asked for it (the file SAFE_FLAG, removed as it is read),
   - the board's button is held down while the plug boots (pressed throughout HOLD_MS), or
   - the node crashed MAX_CRASHES times in a row (start.py counts crashes in a file and logs
     them to crash.log); the count is then cleared, so the next reset tries the app again.
 On the unix port there is no button to read (machine has no Pin): only the crash rule applies.
 """
 
+import os
 import time
 
 from wattnode import config
 from wattnode.start import crash_count, set_crash_count
 
 MAX_CRASHES = 3
+SAFE_FLAG = "safe"
 HOLD_MS = 1000
 reason = None
 
@@ -39,7 +42,14 @@ def _button_held(board_path):
 
 def check(board_path="board.json"):
     global reason
+    reason = None
     crashes = crash_count()
+    try:
+        os.remove(SAFE_FLAG)
+        reason = "repl.reboot(safe=True) asked for it"
+        return reason
+    except OSError:
+        pass
     if crashes >= MAX_CRASHES:
         set_crash_count(0)
         reason = ("the node crashed %d times in a row (see crash.log); fix it over mpremote, "

@@ -22,6 +22,7 @@ CRASH_LOG = "crash.log"
 CRASH_LOG_MAX = 4096
 CRASHES_FILE = "crashes"
 RESET_EXIT = 3  # the unix port's exit status for "reset me" (tools/simnode restarts it)
+node = None     # the running node, for the REPL helpers (repl.py)
 
 
 def crash_count():
@@ -66,6 +67,7 @@ def main(config_path="config.json", board_path="board.json"):
     from wattnode import hw as hal
     from wattnode.node import Node
     hw = hal.load(board, cfg)
+    global node
     node = Node(cfg, board, hw, problems, meter_ok, ring, lambda: set_crash_count(0))
     print("wattnode %s: board %r, interval %d s, ring %d records"
           % (node.node_id, board.get("name"), cfg["interval_s"], ring.capacity))

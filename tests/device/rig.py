@@ -6,7 +6,10 @@ from wattnode import meters
 from wattnode.calib import Calibration
 from wattnode.hw.sim import Board
 
+import os
+
 HERE = __file__.rsplit("/", 1)[0] if "/" in __file__ else "."
+HERE = HERE if HERE.startswith("/") else os.getcwd() + "/" + HERE
 BOARDS = HERE + "/../../boards/"
 START_UNIX = 1795000000  # node time starts here (a multiple of 10 s)
 

@@ -14,8 +14,12 @@ import sys
 
 import unittest
 
+CWD = os.getcwd()
 HERE = __file__.rsplit("/", 1)[0] if "/" in __file__ else "."
+HERE = HERE if HERE.startswith("/") else CWD + "/" + HERE
 sys.path.insert(0, HERE)
+# absolute paths, so tests that change directory (as a plug's flash root) still import
+sys.path[:] = [p if p.startswith("/") or p in ("", ".frozen") else CWD + "/" + p for p in sys.path]
 
 
 def main():

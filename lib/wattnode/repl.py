@@ -1,0 +1,242 @@
+"""repl.py - maintenance at the REPL, in the spirit of Tasmota's console.
+
+    mpremote connect PORT exec "from wattnode import repl; repl.status()"
+
+The helpers work in safe mode and after Ctrl-C has stopped the node: they read config.json,
+board.json and the state files on the flash and, when the node has run in this session, its
+live state (start.node: the ring, the meter, the relay).
+  status()                    what the node is, knows and last did
+  relay(on=None)              show or switch the relay (the state is kept for "restore")
+  readings(n=10)              the newest n readings in the ring
+  ring()                      how full the ring is
+  calibrate(power=, voltage=, current=, point=False, seconds=10)
+                              measure a known resistive load for `seconds` and set the gain
+                              (point=True adds a multi-point power correction point instead)
+  config(key=None, value=None)  show the config, or one key, or set one key (checked first)
+  wifi(ssid=None, password=None)  scan, or save and join a network
+  reboot(safe=False)          checkpoint the energy total and reset (into safe mode if asked)
+"""
+
+import json
+import os
+import time
+
+from wattnode import calib, config as cfgfile, wire
+
+from wattnode.safe import SAFE_FLAG
+
+CONFIG = "config.json"
+BOARD = "board.json"
+WARMUP_MS = 2000
+
+
+def _node():
+    from wattnode import start
+    return start.node
+
+
+def _cfg():
+    problems = []
+    return cfgfile.load(CONFIG, problems), problems
+
+
+def _board():
+    return cfgfile.read_json(BOARD, [])
+
+
+def _write_config(raw):
+    tmp = CONFIG + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(raw, f)
+    os.rename(tmp, CONFIG)
+
+
+def status():
+    cfg, problems = _cfg()
+    board = _board()
+    node = _node()
+    from wattnode.start import crash_count
+    print("node       %s" % (cfg["node_id"] or (node.node_id if node else "(from the MAC)")))
+    print("board      %s, chip %s%s" % (board.get("name"), board.get("chip"),
+                                         "" if board.get("verified") else " (pins unverified)"))
+    print("broker     %s:%d, every %d s" % (cfg["broker"]["host"], cfg["broker"]["port"], cfg["interval_s"]))
+    if node:
+        s = node.sampler
+        print("time       %s (%s)" % (node.keeper.now() + wire.EPOCH_UNIX if node.keeper.known
+                                      else "not known yet", node.keeper.source))
+        print("last slot  %s W, %s V, %s A at %d" % (
+            None if s.power_dw == wire.POWER_MISSING else s.power_dw / 10,
+            None if s.voltage_cv == wire.U16_MISSING else s.voltage_cv / 100,
+            None if s.current_ma == wire.U16_MISSING else s.current_ma / 1000,
+            s.last_slot + wire.EPOCH_UNIX))
+        print("energy     %.3f kWh (resumed from %s), %d flash checkpoints"
+              % (s.energy_wh / 1000, node.energy.source, node.energy.writes))
+        print("relay      %s" % ("ON" if node.controls.on else "OFF"))
+        print("link       %s, %d connects, %d batches, last error %s"
+              % ("up" if node.link.up else "down", node.link.connects, node.link.batches,
+                 node.link.last_error))
+        from wattnode.meters import FAULTS
+        print("meter      %s" % ", ".join("%s %d" % (k, v) for k, v in zip(FAULTS, node.meter.faults)))
+        ring()
+    else:
+        print("the node has not run in this session (safe mode, or before start)")
+    print("crashes    %d in a row%s" % (crash_count(), "; see crash.log" if _exists("crash.log") else ""))
+    for p in problems:
+        print("config     " + p)
+    try:
+        import gc
+        gc.collect()
+        print("memory     %d bytes free" % gc.mem_free())
+    except (ImportError, AttributeError):
+        pass
+
+
+def _exists(path):
+    try:
+        os.stat(path)
+        return True
+    except OSError:
+        return False
+
+
+def relay(on=None):
+    node = _node()
+    if node is None:
+        print("the node is not running; start it or reset the plug")
+        return None
+    if on is not None:
+        node.controls.set(on)
+    print("relay", "ON" if node.controls.on else "OFF")
+    return node.controls.on
+
+
+def ring():
+    node = _node()
+    if node is None:
+        print("the node has not run in this session: the ring is empty")
+        return
+    r = node.ring
+    iv = node.sampler.interval_s
+    print("ring       %d of %d readings held (%.1f h at %d s), %d dropped since boot, next seq %d"
+          % (r.count(), r.capacity, r.capacity * iv / 3600, iv, r.dropped, r.next))
+
+
+def readings(n=10):
+    node = _node()
+    if node is None or not node.ring.count():
+        print("no readings in the ring")
+        return []
+    import struct
+    r = node.ring
+    out = []
+    print("time         power W   voltage V  current A  energy kWh")
+    for seq in range(max(r.first, r.next - n), r.next):
+        t, p, e, v, i = struct.unpack_from(wire.RECORD_FMT, r.buf, r.offset(seq))
+        row = (t + wire.EPOCH_UNIX, None if p == wire.POWER_MISSING else p / 10,
+               None if v == wire.U16_MISSING else v / 100, None if i == wire.U16_MISSING else i / 1000,
+               None if e == wire.ENERGY_MISSING else e / 1000)
+        out.append(row)
+        print("%d  %9s  %9s  %9s  %10s" % row)
+    return out
+
+
+def config(key=None, value=None):
+    cfg, problems = _cfg()
+    if key is None:
+        shown = dict(cfg)
+        for secret in ("broker", "wifi"):
+            if shown.get(secret, {}).get("password"):
+                shown[secret] = dict(shown[secret], password="***")
+        print(json.dumps(shown))
+        return shown
+    if value is None:
+        print(json.dumps(cfg.get(key)))
+        return cfg.get(key)
+    raw = cfgfile.read_json(CONFIG, [])
+    raw[key] = value
+    problems = []
+    checked = cfgfile.load_dict(raw, problems)
+    if problems:
+        print("not saved: " + "; ".join(problems))
+        return problems
+    _write_config(raw)
+    print("saved %s = %s; reboot() to apply" % (key, json.dumps(checked[key])))
+    return []
+
+
+def calibrate(power=None, voltage=None, current=None, point=False, seconds=10):
+    """With a known resistive load (a kettle, a heater, an incandescent bulb) on the plug."""
+    node = _node()
+    if node is None:
+        print("the node is not running: calibration needs its meter (reset, then Ctrl-C)")
+        return None
+    meter = node.meter
+    clock = node.hw.clock
+
+    def measure(ms):
+        end = time.ticks_add(clock.ticks_ms(), ms)
+        while time.ticks_diff(end, clock.ticks_ms()) > 0:
+            meter.poll()
+            clock.wait(clock.time_s() + 1, 50, meter.poll_ms or 200)
+        meter.poll()
+
+    measure(WARMUP_MS)  # drivers need a frame or two before they count (CSE7766, BL0942)
+    meter.take()
+    start = clock.ticks_ms()
+    measure(seconds * 1000)
+    span_s = time.ticks_diff(clock.ticks_ms(), start) / 1000
+    if not meter.take():
+        print("the meter gave no valid data; nothing changed")
+        return None
+    measured = {"power": meter.win_energy_dj / 10 / span_s, "voltage": meter.win_voltage_cv / 100,
+                "current": meter.win_current_ma / 1000}
+    raw = cfgfile.read_json(CONFIG, [])
+    cal = dict(calib.DEFAULTS)
+    cal.update(raw.get("calibration", {}))
+    for name, true in (("power", power), ("voltage", voltage), ("current", current)):
+        if true is None:
+            continue
+        if name == "power" and point:
+            cal["power_points"] = sorted(cal["power_points"] + [[round(measured[name], 1), true]])
+        else:
+            cal[name + "_gain"] = round(calib.gain_from(measured[name], true, cal[name + "_gain"]), 5)
+        print("%s: measured %.3f, true %.3f" % (name, measured[name], true))
+    bad = calib.check(cal)
+    if bad:
+        print("not saved: " + "; ".join(bad))
+        return None
+    raw["calibration"] = cal
+    _write_config(raw)
+    print("saved calibration %s; reboot() to apply" % json.dumps(cal))
+    return cal
+
+
+def wifi(ssid=None, password=None):
+    try:
+        import network
+    except ImportError:
+        print("no Wi-Fi on this port (the simulator's network is always up)")
+        return None
+    wlan = network.WLAN(network.STA_IF)
+    wlan.active(True)
+    if ssid is None:
+        nets = sorted(wlan.scan(), key=lambda n: -n[3])
+        for n in nets:
+            print("%-32s channel %2d  %d dBm" % (n[0].decode(), n[2], n[3]))
+        return nets
+    config("wifi", {"ssid": ssid, "password": password or ""})
+    wlan.connect(ssid, password or "")
+    print("joining %s..." % ssid)
+    return True
+
+
+def reboot(safe=False):
+    node = _node()
+    if node is not None:
+        s = node.sampler
+        node.energy.checkpoint(s.energy_wh, s.rem_dj, node.hw.clock.time_s())
+    if safe:
+        with open(SAFE_FLAG, "w") as f:
+            f.write("1")
+    from wattnode import hw as hal
+    (node.hw if node else hal.load(_board(), _cfg()[0])).reset()
