@@ -31,3 +31,17 @@ def test_mpy_cross_refuses_what_micropython_cannot_run(tmp_path):
     done = subprocess.run([mpy_cross, "-o", str(tmp_path / "bad.mpy"), str(bad)],
                           capture_output=True, text=True)
     assert done.returncode != 0
+
+
+def test_the_frozen_manifest_lists_what_the_build_ships():
+    """lib/wattnode/manifest.py (frozen firmware) and tools/build (build/device) agree."""
+    import ast
+    tree = ast.parse((REPO / "lib" / "wattnode" / "manifest.py").read_text())
+    files = next(kw.value for node in ast.walk(tree) if isinstance(node, ast.Call)
+                 and getattr(node.func, "id", "") == "package" for kw in node.keywords
+                 if kw.arg == "files")
+    frozen = {"wattnode/" + c.value[:-3] + ".mpy" for c in files.elts}
+    subprocess.run([str(REPO / "tools" / "build")], check=True, capture_output=True, timeout=300)
+    built = {p.relative_to(REPO / "build" / "device" / "lib").as_posix()
+             for p in (REPO / "build" / "device" / "lib").rglob("*.mpy")}
+    assert frozen == built
