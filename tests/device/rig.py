@@ -2,6 +2,8 @@
 
 import json
 
+import micropython
+
 from wattnode import meters
 from wattnode.calib import Calibration
 from wattnode.hw.sim import Board
@@ -51,3 +53,16 @@ class Rig:
 
 def close(a, b, rel):
     return abs(a - b) <= abs(b) * rel
+
+
+def allocates(fn):
+    """True if fn() needs the heap: it runs with the heap locked. (A no-argument callable:
+    a call with *args would itself allocate.)"""
+    micropython.heap_lock()
+    try:
+        fn()
+        return False
+    except MemoryError:
+        return True
+    finally:
+        micropython.heap_unlock()

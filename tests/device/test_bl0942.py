@@ -3,11 +3,9 @@ power for fine-grained slots, and covers gaps with the exact 24-bit CF_CNT."""
 
 import unittest
 
-import micropython
-
-from wattnode.meters import CHECKSUM, PARTIAL, SILENT, SYNC
+from wattnode.meters import CHECKSUM, PARTIAL, RATE, SILENT, SYNC
 from wattnode.meters.bl0942 import COUNT_UJ100
-from rig import Rig, close
+from rig import Rig, allocates, close
 
 ONE_COUNT_DJ = COUNT_UJ100 // 1000 + 1
 
@@ -87,11 +85,12 @@ class TestBL0942(unittest.TestCase):
     def test_polling_allocates_nothing(self):
         rig = Rig("devkit-bl0942", "constant:1234", {"noise_every": 5, "checksum_every": 7})
         rig.run(3000)
-        failed = 0
-        micropython.heap_lock()
-        try:
-            rig.run(5000)
-        except MemoryError:
-            failed = 1
-        micropython.heap_unlock()
-        self.assertEqual(failed, 0)
+        self.assertFalse(allocates(lambda: rig.run(5000)))
+
+    def test_an_impossible_counter_jump_is_refused(self):
+        rig = Rig("devkit-bl0942", "constant:1000")
+        rig.window(2000)
+        rig.chip.storm_hz = 50  # 50 counts/s of 1089 J: 54 kW
+        ok, energy, truth = rig.window(5000)
+        self.assertEqual((ok, energy), (False, -1))
+        self.assertTrue(rig.meter.faults[RATE] > 0)
