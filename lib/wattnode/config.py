@@ -110,6 +110,13 @@ def load(path, problems):
 
 def load_dict(raw, problems):
     """A config dict checked and completed with defaults (repl.config() checks edits so)."""
+    found = []
+    cfg = _load_dict(raw, found)
+    problems.extend("config.json: " + p for p in found)
+    return cfg
+
+
+def _load_dict(raw, problems):
     cfg = {}
     for key in DEFAULTS:
         cfg[key] = _check(key, raw[key], DEFAULTS[key], problems) if key in raw \

@@ -44,7 +44,7 @@ class EnergyStore:
     def _check(self, wh, rem):
         return (wh + 7 * rem + _MAGIC) & _MASK
 
-    def load(self, now_s):
+    def load(self):
         """(Wh, remainder dJ) to resume from; sets `source` and, after a power cut, `note`."""
         ck = self._read_checkpoint()
         if ck:
@@ -59,16 +59,19 @@ class EnergyStore:
             self.source = "none"
             return 0, 0
         self.source = "checkpoint"
-        self.note = ("power cut: energy total resumed from the flash checkpoint of %s (%.3f kWh); "
-                     "the energy used between then and the cut is not in the total"
-                     % (ck["time"], ck["wh"] / 1000))
+        self.note = ("power cut: the energy total resumed from the flash checkpoint (%.3f kWh); "
+                     "what was used between that checkpoint and the cut is not in the total"
+                     % (ck["wh"] / 1000))
         return ck["wh"], ck.get("rem_dj", 0)
+
+    def since_checkpoint_s(self, now_s):
+        return now_s - self._ck_s if self._ck_s >= 0 and now_s >= self._ck_s else 0
 
     def bound_wh(self, now_s, max_power_w):
         """At most how much the resumed total can lack, once the clock is known."""
-        if self.source != "checkpoint" or self._ck_s < 0 or now_s < self._ck_s:
+        if self.source != "checkpoint":
             return 0
-        return max_power_w * (now_s - self._ck_s) // 3600
+        return max_power_w * self.since_checkpoint_s(now_s) // 3600
 
     def _read_checkpoint(self):
         try:

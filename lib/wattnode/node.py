@@ -60,11 +60,8 @@ class Node:
         self.controls = Controls(board, hw, cfg["relay_power_on"])
         self.keeper = TimeKeeper(hw, cfg["ntp_host"] or None)
         self.energy = EnergyStore(hw.rtc, cfg["checkpoint_wh"], cfg["checkpoint_s"])
-        now = hw.clock.time_s()
-        wh, rem = self.energy.load(now)
-        if self.energy.note:
-            problems.append("%s; at most %d Wh" % (self.energy.note, self.energy.bound_wh(
-                now, board.get("meter", {}).get("max_power_w", 3680))))
+        wh, rem = self.energy.load()
+        self._max_power_w = board.get("meter", {}).get("max_power_w", 3680)
         self.sampler = Sampler(self.meter, self.ring, cfg["interval_s"], wh, rem)
         self.boot = int.from_bytes(hw.urandom(4), "little")
         self.link = Link(self.node_id, cfg, self.ring, cfg["interval_s"], self.boot, hw.urandom,
@@ -79,12 +76,17 @@ class Node:
         clock = self.hw.clock
         held = None if self.keeper.source == "rtc" else boot_ticks
         self.sampler.start(now, clock.ticks_ms(), held)
-        self._first_slot = (now - (clock.ticks_ms() - boot_ticks) // 1000 if held is not None
-                            else now) // self.sampler.interval_s * self.sampler.interval_s
+        since_boot_s = time.ticks_diff(clock.ticks_ms(), boot_ticks) // 1000
+        self._first_slot = (now - since_boot_s if held is not None else now) \
+            // self.sampler.interval_s * self.sampler.interval_s
         self._held = held is not None
         if held is not None:
-            self.link.log("clock set from %s; readings since boot are stamped from %d"
-                          % (self.keeper.source, self._first_slot + wire.EPOCH_UNIX))
+            self.problems.append("clock set from %s; readings since boot are stamped from %d"
+                                 % (self.keeper.source, self._first_slot + wire.EPOCH_UNIX))
+        if self.energy.note:  # now that the time is known, the bound can be said
+            self.problems.append("%s: at most %d Wh, %d s at up to %d W" % (
+                self.energy.note, self.energy.bound_wh(now, self._max_power_w),
+                self.energy.since_checkpoint_s(now), self._max_power_w))
 
     def run(self):
         clock = self.hw.clock
@@ -92,7 +94,7 @@ class Node:
         sampler = self.sampler
         boot_ticks = clock.ticks_ms()
         started = False
-        healthy_ticks = boot_ticks + HEALTHY_S * 1000
+        healthy_ticks = time.ticks_add(boot_ticks, HEALTHY_S * 1000)
         wdt = self.hw.watchdog(self.cfg["watchdog_s"] * 1000)
         while not clock.ended():
             wdt.feed()
@@ -128,9 +130,9 @@ class Node:
             if self._on_healthy and time.ticks_diff(clock.ticks_ms(), healthy_ticks) >= 0:
                 self._on_healthy()  # ran HEALTHY_S without crashing: crashes no longer "in a row"
                 self._on_healthy = None
-            if self.problems and self.link.up:
+            if self.problems and self.link.up:  # said once, when someone can hear it
                 for p in self.problems:
-                    self.link.log("config: " + p)
+                    self.link.log(p)
                 self.problems = []
             clock.wait(sampler.slot_end, LOOP_MS, self.meter.poll_ms)
         self.drain()

@@ -43,25 +43,25 @@ class TestEnergy(unittest.TestCase):
 
     def test_first_boot_starts_at_zero(self):
         s = store()
-        self.assertEqual(s.load(0), (0, 0))
+        self.assertEqual(s.load(), (0, 0))
         self.assertEqual((s.source, s.note), ("none", None))
 
     def test_a_reset_resumes_exactly_from_rtc_memory(self):
         s = store()
-        s.load(0)
+        s.load()
         wh, rem, t = run(s, 500, 1, 0)
         again = store()
-        self.assertEqual(again.load(t), (wh, rem))
+        self.assertEqual(again.load(), (wh, rem))
         self.assertEqual(again.source, "rtc")
 
     def test_a_power_cut_resumes_from_the_checkpoint_and_says_so(self):
         s = store()
-        s.load(0)
+        s.load()
         wh, rem, t = run(s, 2000, 13, 0)   # two checkpoints: at 6 h and at 12 h
         self.assertEqual(s.writes, 2)
         os.remove(RTC)                      # the power cut
         again = store()
-        got_wh, _ = again.load(t)
+        got_wh, _ = again.load()
         self.assertEqual(again.source, "checkpoint")
         self.assertEqual(got_wh, 2000 * (10 + 2 * 21600) // 3600)  # the second checkpoint
         self.assertIn("power cut", again.note)
@@ -69,13 +69,13 @@ class TestEnergy(unittest.TestCase):
 
     def test_corrupt_rtc_memory_is_not_trusted(self):
         s = store()
-        s.load(0)
+        s.load()
         run(s, 2000, 7, 0)
         with open(RTC, "r+b") as f:
             f.seek(5)
             f.write(b"\x99")
         again = store()
-        again.load(0)
+        again.load()
         self.assertEqual(again.source, "checkpoint")
 
     def test_flash_writes_per_day(self):
@@ -85,17 +85,17 @@ class TestEnergy(unittest.TestCase):
         for watts, want in ((100, 11), (2000, 11), (10, 7), (0, 0)):
             clean()
             s = store()
-            s.load(0)
+            s.load()
             run(s, watts, 72, 0, slot_s=60)
             print("  flash writes in 3 days at %d W: %d (%.2f a day)" % (watts, s.writes, s.writes / 3))
             self.assertEqual(s.writes, want, watts)
 
     def test_controlled_reboot_checkpoints(self):
         s = store()
-        s.load(0)
+        s.load()
         wh, rem, t = run(s, 300, 1, 0)
         self.assertEqual(s.writes, 0)
         s.checkpoint(wh, rem, t)
         os.remove(RTC)
         again = store()
-        self.assertEqual(again.load(t), (wh, rem))
+        self.assertEqual(again.load(), (wh, rem))

@@ -67,3 +67,33 @@ def test_readings_before_the_clock_is_set_are_stamped_once_it_is(broker, collect
     assert times[0] == start and times == list(range(start, times[-1] + 1, 10))
     assert all(r.endswith(",750") for r in rows)
     assert len(rows) == s["produced"]
+
+
+def test_the_energy_total_survives_a_reset_and_a_power_cut(broker, simnodes, tmp_path):
+    """The same plug three times: a first run ends cleanly (a flash checkpoint); after a reset
+    the total resumes from RTC memory; after a power cut from the checkpoint, and the plug
+    says on its log how much it may be missing."""
+    flash = tmp_path / "flash"
+    seen = []
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="energy-test")
+    c.on_message = lambda cl, u, m: seen.append(m.payload.decode())
+    c.connect("127.0.0.1", broker.port)
+    c.subscribe("wattlog/steady/log")
+    c.loop_start()
+    try:
+        run = lambda *extra: simnodes(broker.port, "steady", "--flash", flash, "--profile",
+                                      "constant:2000", "--start", aligned_past(1800),
+                                      "--speed", 200, *extra).finish()
+        first = run()
+        assert first["energy_from"] == "none" and first["energy_wh"] >= 990
+        again = run()  # RTC memory kept: a reset, not a power cut
+        assert again["energy_from"] == "rtc" and again["energy_wh"] >= 2 * 990
+        cut = run("--power-cut")
+        assert cut["energy_from"] == "checkpoint"
+        assert cut["energy_wh"] >= again["energy_wh"]  # the clean stop checkpointed it
+        time.sleep(0.5)
+    finally:
+        c.loop_stop()
+        c.disconnect()
+    said = [p for p in seen if p.startswith("power cut")]
+    assert len(said) == 1 and "at most" in said[0] and "Wh" in said[0], seen
