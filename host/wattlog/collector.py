@@ -11,8 +11,15 @@ tried again one commit interval later.
 
 The MQTT session is persistent (clean_session False, a fixed client id) and the readings are
 QoS 1, so the broker keeps batches for the collector while it restarts.
+
+Clock service: when a plug says "online" on <base>/<node>/status, the collector answers on
+<base>/<node>/ack with {"time": <unix s>, "clock": true}, not retained, so the answer is
+always fresh: a plug whose RTC is unset and that has no NTP server on the LAN takes its time
+from it (lib/wattnode/clock.py). The commit acks of the store-and-forward protocol will go on
+the same topic.
 """
 
+import json
 import logging
 import signal
 import time
@@ -22,7 +29,7 @@ import paho.mqtt.client as mqtt
 
 from wattlog.commit import Committer
 from wattlog.complaints import Complaints
-from wattlog.ingest import Ingest
+from wattlog.ingest import NODE_ID, Ingest
 
 log = logging.getLogger("wattlog")
 PAGE_SLOTS = 4096 // 4
@@ -76,13 +83,13 @@ class Collector:
             return
         self.connected = True
         self._backoff_s = 0.0
-        client.subscribe("%s/+/readings" % self.base_topic, qos=1)
+        client.subscribe([("%s/+/readings" % self.base_topic, 1), ("%s/+/status" % self.base_topic, 1)])
         log.info("connected to %s:%d", self.host, self.port)
 
     def _on_subscribe(self, client, userdata, mid, reason_codes, properties):
         if any(rc.is_failure for rc in reason_codes):
-            log.error("the broker refused the subscription to %s/+/readings (%s): check the "
-                      "collector's ACL", self.base_topic, reason_codes)
+            log.error("the broker refused a subscription to %s/+/readings or /status (%s): "
+                      "check the collector's ACL", self.base_topic, reason_codes)
             return
         log.info("listening on %s/+/readings", self.base_topic)
 
@@ -97,7 +104,16 @@ class Collector:
         except UnicodeDecodeError:
             self.complaints("bad-node", "ignored a message whose topic is not UTF-8")
             return
-        self.ingest.handle(topic, msg.payload)
+        if topic.endswith("/status"):
+            self._on_status(topic, msg.payload)
+        else:
+            self.ingest.handle(topic, msg.payload)
+
+    def _on_status(self, topic, payload):
+        node = topic.split("/")[-2]
+        if payload == b"online" and NODE_ID.match(node):
+            self.client.publish("%s/%s/ack" % (self.base_topic, node),
+                                json.dumps({"time": int(time.time()), "clock": True}), qos=0)
 
     def _connect_when_due(self, now):
         if now < self._retry_at:

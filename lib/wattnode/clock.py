@@ -7,8 +7,12 @@ Sources, in order of trust:
   ntp        config "ntp_host": a server on the LAN (a plug firewalled off the internet has no
              pool server; MicroPython's ntptime defaults to one). Tried every RETRY_S until it
              answers, then every RESYNC_S.
-  collector  the collector's clock, carried in its acks (set_from_collector); used only while
-             NTP has not answered, so a plug with no NTP server still gets the time.
+  collector  the collector's clock, carried in its answer to the plug's "online"
+             (set_from_collector): a fallback that only makes an unknown time known. With an
+             NTP server configured it waits NTP_GRACE_S after boot for NTP to answer first,
+             then uses the collector's time advanced by the ticks since it came. A known clock
+             that disagrees with it by more than DISAGREE_S is reported, never stepped
+             (`disagreement_s`): correcting drift is NTP's job.
 Until the time is known the meter keeps measuring and the sampler waits: the window since
 boot is stamped onto the right slots once the time is known (sampler.start(held_since=...)).
 A step - the wall clock moving more than STEP_S away from the tick counter, as when NTP
@@ -16,7 +20,7 @@ corrects a drifted RTC - is reported by check_step(); the sampler never writes d
 backward slots whatever the clock does.
 """
 
-from time import ticks_diff
+from time import ticks_add, ticks_diff
 
 from micropython import const
 
@@ -24,6 +28,8 @@ VALID_FROM_S = const(126230400)  # 2024-01-01 in seconds since 2020: earlier = u
 RETRY_S = const(30)
 RESYNC_S = const(3600)
 STEP_S = const(2)
+NTP_GRACE_S = const(150)  # five NTP attempts RETRY_S apart
+DISAGREE_S = const(60)
 
 
 class TimeKeeper:
@@ -34,6 +40,10 @@ class TimeKeeper:
         self.known = self._clock.time_s() >= VALID_FROM_S
         self.source = "rtc" if self.known else None
         self.syncs = 0
+        self.disagreement_s = 0
+        self._boot_ms = self._clock.ticks_ms()
+        self._pending_s = -1      # a collector time waiting for NTP's grace to end
+        self._pending_ms = 0
         self._next_ntp_ms = self._clock.ticks_ms()
         self._last_wall = self._clock.time_s()
         self._last_ticks = self._clock.ticks_ms()
@@ -43,38 +53,59 @@ class TimeKeeper:
         return self._clock.time_s() if self.known else -1
 
     def service(self, wifi_up):
-        """Ask the NTP server when it is due; True when this call made the time known."""
-        if not self._ntp_host or not wifi_up:
-            return False
+        """Ask the NTP server when it is due; when NTP has had its grace and the time is
+        still unknown, take the collector's time that waited for it (advanced by the ticks
+        since it came). True when this call made the time known."""
         ticks = self._clock.ticks_ms()
-        if ticks_diff(ticks, self._next_ntp_ms) < 0:
-            return False
+        if self._ntp_host and wifi_up and ticks_diff(ticks, self._next_ntp_ms) >= 0:
+            if self._ntp(ticks):
+                return True
+        if not self.known and self._pending_s >= 0 and self._grace_over(ticks):
+            return self._from_collector(self._pending_s + ticks_diff(ticks, self._pending_ms) // 1000)
+        return False
+
+    def _ntp(self, ticks):
         was = self.known
         try:
             self._hw.ntp(self._ntp_host)
         except OSError:
-            self._next_ntp_ms = ticks + RETRY_S * 1000
+            self._next_ntp_ms = ticks_add(ticks, RETRY_S * 1000)
             return False
         self.syncs += 1
         self.known = True
         self.source = "ntp"
-        self._next_ntp_ms = ticks + RESYNC_S * 1000
+        self._pending_s = -1
+        self._next_ntp_ms = ticks_add(ticks, RESYNC_S * 1000)
         if not was:
             self._rebase()  # the jump from an unset RTC is not a step
         return not was
 
+    def _grace_over(self, ticks):
+        return not self._ntp_host or ticks_diff(ticks, self._boot_ms) >= NTP_GRACE_S * 1000
+
     def set_from_collector(self, wire_s):
         """The collector's clock; True when it made the time known."""
-        if self.source == "ntp" or wire_s < VALID_FROM_S:
+        if wire_s < VALID_FROM_S:
             return False
-        was = self.known
-        if abs(self._clock.time_s() - wire_s) > STEP_S or not was:
-            self._clock.set_time(wire_s)
+        if self.known:
+            diff = wire_s - self._clock.time_s()
+            if diff > DISAGREE_S or diff < -DISAGREE_S:
+                self.disagreement_s = diff
+            return False
+        ticks = self._clock.ticks_ms()
+        if not self._grace_over(ticks):
+            self._pending_s = wire_s
+            self._pending_ms = ticks
+            return False
+        return self._from_collector(wire_s)
+
+    def _from_collector(self, wire_s):
+        self._clock.set_time(wire_s)
         self.known = True
         self.source = "collector"
-        if not was:
-            self._rebase()
-        return not was
+        self._pending_s = -1
+        self._rebase()
+        return True
 
     def _rebase(self):
         self._last_wall = self._clock.time_s()

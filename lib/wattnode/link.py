@@ -2,7 +2,9 @@
 
 Topics under <base>/<node>/: status (retained "online"; the broker publishes the retained
 last will "offline" when the node vanishes), state (retained JSON after each slot), readings
-(QoS 1 binary batches, wire.py), log (plain-words events), relay/set (ON / OFF / TOGGLE).
+(QoS 1 binary batches, wire.py), log (plain-words events), relay/set (ON / OFF / TOGGLE),
+ack (from the collector; subscribed before "online" is said, so the collector's answer to it,
+which carries its clock, cannot be missed).
 
 Design notes
 - umqtt.simple does connect, subscribe, ping and incoming messages. Batches are framed here:
@@ -43,12 +45,14 @@ _ERRORS = (OSError, MQTTException, AssertionError, IndexError)
 
 
 class Link:
-    def __init__(self, node_id, cfg, ring, interval_s, boot, random_bytes, on_relay=None):
+    def __init__(self, node_id, cfg, ring, interval_s, boot, random_bytes, on_relay=None,
+                 on_ack=None):
         base = "%s/%s/" % (cfg["base_topic"], node_id)
         self.t_status = (base + "status").encode()
         self.t_state = (base + "state").encode()
         self.t_log = (base + "log").encode()
         self.t_relay_set = (base + "relay/set").encode()
+        self.t_ack = (base + "ack").encode()
         readings = (base + "readings").encode()
         self._topic = bytearray(2 + len(readings))  # length-prefixed, ready to write
         self._topic[0] = len(readings) >> 8
@@ -67,6 +71,7 @@ class Link:
         self._waiting_since_ms = -1
         self._random = random_bytes
         self._on_relay = on_relay
+        self._on_ack = on_ack
         self._fixed = bytearray(5)
         self._pid = bytearray(2)
         self._hdr = bytearray(wire.HEADER_SIZE)
@@ -90,8 +95,9 @@ class Link:
         self.mq.connect()
         self.up = True
         self._rearm()
-        self.mq.publish(self.t_status, b"online", retain=True)
         self.mq.subscribe(self.t_relay_set)
+        self.mq.subscribe(self.t_ack)
+        self.mq.publish(self.t_status, b"online", retain=True)
         self._rearm()
         self._last_tx_ms = time.ticks_ms()
         self._backoff_ms = 0
@@ -241,3 +247,5 @@ class Link:
     def _on_message(self, topic, msg):
         if topic == self.t_relay_set and self._on_relay is not None:
             self._on_relay(msg)
+        elif topic == self.t_ack and self._on_ack is not None:
+            self._on_ack(msg)

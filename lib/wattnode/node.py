@@ -65,7 +65,7 @@ class Node:
         self.sampler = Sampler(self.meter, self.ring, cfg["interval_s"], wh, rem)
         self.boot = int.from_bytes(hw.urandom(4), "little")
         self.link = Link(self.node_id, cfg, self.ring, cfg["interval_s"], self.boot, hw.urandom,
-                         self.on_relay)
+                         self.on_relay, self.on_ack)
         self.problems = problems
         self._state_ms = time.ticks_add(time.ticks_ms(), -_STATE_MIN_MS)
         self._first_slot = -1
@@ -159,6 +159,21 @@ class Node:
             self.publish_state(True)
         else:
             self.link.log("relay/set: %r is not ON, OFF or TOGGLE; relay unchanged" % msg)
+
+    def on_ack(self, msg):
+        """The collector's answer to "online" carries its clock: {"time": unix s, "clock": true}."""
+        try:
+            ack = json.loads(msg)
+            t = ack["time"] if ack.get("clock") is True else None
+        except (ValueError, TypeError, KeyError, AttributeError):
+            self.link.log("ack: %r is not what the collector sends; ignored" % msg[:64])
+            return
+        if isinstance(t, int):
+            self.keeper.set_from_collector(t - wire.EPOCH_UNIX)  # _begin() says when it counts
+            if self.keeper.disagreement_s:
+                self.link.log("the collector's clock is %+d s from ours; ours is kept (set "
+                              "ntp_host to correct it)" % self.keeper.disagreement_s)
+                self.keeper.disagreement_s = 0
 
     def drain(self):
         """A clean stop (end of a simulated run, Ctrl-C on the unix port): send what is left,

@@ -210,3 +210,46 @@ class TestClockSteps(unittest.TestCase):
         tick(clock, meter, s, 30)
         stamps = [r[0] for r in records(ring)]
         self.assertEqual(stamps, list(range(stamps[0], stamps[-1] + 1, 10)))  # no gap, no repeat
+
+
+class TestTimeKeeper(unittest.TestCase):
+    def board(self, **sim):
+        from wattnode.hw.sim import Board
+        sim.update(start=1795000000)
+        return Board({"chip": "sim"}, {"sim": sim}, "/tmp")
+
+    def test_the_collector_s_clock_makes_an_unknown_time_known_and_nothing_more(self):
+        from wattnode.clock import TimeKeeper
+        now = 1795000000 - wire.EPOCH_UNIX
+        hw = self.board(ntp_after_s=10 ** 9)
+        k = TimeKeeper(hw, None)
+        self.assertEqual((k.known, k.now()), (False, -1))
+        self.assertTrue(k.set_from_collector(now))
+        self.assertEqual((k.known, k.source, k.now()), (True, "collector", now))
+        self.assertFalse(k.set_from_collector(now + 30))     # known: not stepped for 30 s
+        self.assertEqual((k.now(), k.disagreement_s), (now, 0))
+        self.assertFalse(k.set_from_collector(now + 86400))  # a day off: reported only
+        self.assertEqual((k.now(), k.disagreement_s), (now, 86400))
+
+    def test_with_an_ntp_server_the_collector_waits_its_turn(self):
+        """NTP wakes at 95 s (answering the 120 s retry): the collector's time, which came at
+        once, is not used. If NTP never answers, the collector's time is used after the grace,
+        advanced by the wait."""
+        from wattnode.clock import NTP_GRACE_S, TimeKeeper
+        now = 1795000000 - wire.EPOCH_UNIX
+        hw = self.board(ntp_after_s=95)
+        k = TimeKeeper(hw, "ntp.lan")
+        self.assertFalse(k.set_from_collector(now))
+        self.assertFalse(k.known)
+        for _ in range(NTP_GRACE_S + 10):
+            hw.clock._virt_ms += 1000
+            k.service(True)
+        self.assertEqual((k.known, k.source), (True, "ntp"))
+        hw = self.board(ntp_after_s=10 ** 9)
+        k = TimeKeeper(hw, "ntp.lan")
+        self.assertFalse(k.set_from_collector(now + 7))
+        for _ in range(NTP_GRACE_S + 1):
+            hw.clock._virt_ms += 1000
+            k.service(True)
+        self.assertEqual((k.known, k.source), (True, "collector"))
+        self.assertEqual(k.now(), now + 7 + NTP_GRACE_S + 1)

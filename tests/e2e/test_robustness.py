@@ -97,3 +97,23 @@ def test_the_energy_total_survives_a_reset_and_a_power_cut(broker, simnodes, tmp
         c.disconnect()
     said = [p for p in seen if p.startswith("power cut")]
     assert len(said) == 1 and "at most" in said[0] and "Wh" in said[0], seen
+
+
+def test_a_plug_without_ntp_takes_the_collector_s_clock(broker, collectors, simnodes, tmp_path):
+    """RTC unset and no NTP server on the LAN: the collector answers the plug's "online" with
+    its clock, and the plug's readings are stamped by it - aligned, one per second here, and
+    starting within a second or two of when the plug started."""
+    from helpers import wattlog
+    collector = collectors(broker.url, tmp_path / "data", commit_interval=300)
+    collector.wait_for("listening on")
+    began = time.time()
+    node = simnodes(broker.port, "no-ntp", "--rtc-unset", "--interval", 1, "--profile", "constant:500")
+    time.sleep(8)
+    node.stop()
+    assert "log: clock set from collector; readings since boot are stamped" in node.output
+    assert collector.stop() == 0
+    rows = wattlog("export", "--data", tmp_path / "data", "--feed", "no-ntp/power").splitlines()[1:]
+    times = [int(r.split(",")[0]) for r in rows]
+    assert len(rows) >= 5 and times == list(range(times[0], times[-1] + 1))
+    assert abs(times[0] - began) <= 2
+    assert all(r.endswith(",500") for r in rows[1:])  # the first second may be partly measured

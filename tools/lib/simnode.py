@@ -69,6 +69,9 @@ def parser():
     p.add_argument("--ntp-after", type=int, metavar="S",
                    help="start with the RTC unset, as after a power cut; the LAN's NTP server "
                         "answers after S seconds of node time")
+    p.add_argument("--rtc-unset", action="store_true",
+                   help="start with the RTC unset and no NTP server: the time must come from "
+                        "the collector (use without --start: the collector's clock is real)")
     p.add_argument("--crash-after", type=int, metavar="S",
                    help="make the node's loop raise after S seconds of node time (crash handling)")
     p.add_argument("--config", default="{}",
@@ -97,6 +100,8 @@ def write_flash(flash, args):
     if args.ntp_after is not None:
         cfg["sim"]["ntp_after_s"] = args.ntp_after
         cfg["ntp_host"] = "ntp.lan"
+    if args.rtc_unset:
+        cfg["sim"]["ntp_after_s"] = 10 ** 9  # unset RTC; no NTP server is configured
     cfg.update(json.loads(args.config))
     with open(os.path.join(flash, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
