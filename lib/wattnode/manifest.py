@@ -3,7 +3,7 @@
 # with a board manifest that does include("$(PORT_DIR)/boards/manifest.py") and includes this
 # file. Frozen, the node's bytecode lives in flash instead of the heap: about 51 KiB of heap
 # with the 48 KiB ring instead of about 77 KiB loaded from .mpy files (tools/bench/heap).
-# The simulator's modules (hw/sim.py, hw/simchips.py, meters/sim.py, profiles.py) are left
+# The simulator's modules (hw/sim*.py, meters/sim.py, profiles.py) are left
 # out, as tools/build leaves them out of build/device: a plug never imports them.
 metadata(version="0.1.0", description="wattlog node: metering plug firmware")
 require("umqtt.simple")

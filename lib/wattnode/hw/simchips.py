@@ -20,108 +20,16 @@ Faults, from config.json "sim": {"faults": {...}} or set on the chip by a test:
   wrap              the chip's energy counter starts just short of its wrap
   storm_hz          the pulse counters see this extra rate (interference)
   error             {"power": 1.03, ...}: the chip reads that much high (for calibration)
-Integers only (the unix port's small ints are 63-bit), so the drivers' no-allocation tests
-can run against these chips.
+The load, the counters and the UART buffer they are built from are in hw/simparts.py.
 """
 
-from wattnode.profiles import Profile, voltage_cv
+from wattnode.hw.simparts import SimCounter, SimUART, Truth, put24be, put24le
 
 SETTLE_MS = 300
 CSE_FRAME_MS = 50
 CSE_COEF = (191600, 16565, 5378000)  # voltage, current, power coefficients (Tasmota #6302)
 BL0942_REPLY_MS = 30
 BL0942_COUNT_UJ100 = 3600000000000 // 330461  # 1 kWh is 3.6e10 x 100 uJ and 3304.61 counts
-
-
-class Truth:
-    """What the load really does: power, voltage, current, and energy since `start_ms`."""
-
-    def __init__(self, profile, start_ms, error):
-        self.profile = Profile(profile)
-        self._err_p = int(error.get("power", 1.0) * 4096)
-        self._err_v = int(error.get("voltage", 1.0) * 4096)
-        self._err_i = int(error.get("current", 1.0) * 4096)
-        s = start_ms // 1000
-        self._s = s
-        self._acc = -self._p(s) * (start_ms % 1000)  # so that energy(start_ms) == 0
-
-    def _p(self, s):
-        return self.profile.power_dw(s) * self._err_p >> 12
-
-    def power_dw(self, t_ms):
-        return self._p(t_ms // 1000)
-
-    def voltage_cv(self, t_ms):
-        return voltage_cv(t_ms // 1000) * self._err_v >> 12
-
-    def current_ma(self, t_ms):
-        s = t_ms // 1000
-        return self.profile.current_ma(self.profile.power_dw(s), voltage_cv(s)) * self._err_i >> 12
-
-    def energy_uj100(self, t_ms):
-        """Energy since start in 100 uJ (0.1 W for 1 ms); t_ms must not go backwards."""
-        s = t_ms // 1000
-        while self._s < s:
-            self._acc += self._p(self._s) * 1000
-            self._s += 1
-        return self._acc + self._p(s) * (t_ms % 1000)
-
-
-class SimCounter:
-    """A hardware pulse counter: take() returns the pulses since the previous take()."""
-
-    def __init__(self, source):
-        self._source = source
-        self._last = source()
-
-    def take(self):
-        c = self._source()
-        n = c - self._last
-        self._last = c
-        return n
-
-
-class SimUART:
-    """A UART as the driver sees it: a receive buffer filled by the chip, writes to the chip.
-    Opened with settings the chip does not use (a board file that does not match the plug),
-    it receives what a real UART would: garbled bytes, and the chip never hears a request."""
-
-    def __init__(self, chip, rxbuf=256, garbled=False):
-        self._chip = chip
-        self._buf = bytearray(rxbuf)
-        self._n = 0
-        self.dropped = 0
-        self.garbled = garbled
-
-    def push(self, data, length):
-        for i in range(length):
-            if self._n < len(self._buf):
-                self._buf[self._n] = (data[i] * 37 + 11) & 0xFF if self.garbled else data[i]
-                self._n += 1
-            else:
-                self.dropped += 1
-
-    def free(self):
-        return len(self._buf) - self._n
-
-    def any(self):
-        self._chip.produce(self)
-        return self._n
-
-    def readinto(self, buf, nbytes=None):
-        self._chip.produce(self)
-        n = min(len(buf) if nbytes is None else nbytes, self._n)
-        for i in range(n):
-            buf[i] = self._buf[i]
-        for i in range(self._n - n):
-            self._buf[i] = self._buf[n + i]
-        self._n -= n
-        return n
-
-    def write(self, data):
-        if not self.garbled:
-            self._chip.on_write(self, data)
-        return len(data)
 
 
 class _Chip:
@@ -218,18 +126,6 @@ class SimBL0937(_Chip):
         return self._cf1
 
 
-def _put24be(f, i, v):
-    f[i] = v >> 16 & 0xFF
-    f[i + 1] = v >> 8 & 0xFF
-    f[i + 2] = v & 0xFF
-
-
-def _put24le(f, i, v):
-    f[i] = v & 0xFF
-    f[i + 1] = v >> 8 & 0xFF
-    f[i + 2] = v >> 16 & 0xFF
-
-
 class SimCSE7766(_Chip):
     def __init__(self, clock, profile, board, faults, pin):
         super().__init__(clock, profile, board, faults)
@@ -261,18 +157,18 @@ class SimCSE7766(_Chip):
         f[0] = 0x55
         f[1] = 0x5A
         adj = 0x41
-        _put24be(f, 2, vc)
-        _put24be(f, 5, vc * 100 // max(v, 1))
-        _put24be(f, 8, ic)
-        _put24be(f, 11, ic * 1000 // max(i, 1) if i >= 50 else 0xFFFFFF)
+        put24be(f, 2, vc)
+        put24be(f, 5, vc * 100 // max(v, 1))
+        put24be(f, 8, ic)
+        put24be(f, 11, ic * 1000 // max(i, 1) if i >= 50 else 0xFFFFFF)
         if i >= 50:
             adj |= 0x20
-        _put24be(f, 14, pc)
+        put24be(f, 14, pc)
         if p >= 50:
-            _put24be(f, 17, pc * 10 // p)
+            put24be(f, 17, pc * 10 // p)
             adj |= 0x10
         else:
-            _put24be(f, 17, 0xFFFFFF)
+            put24be(f, 17, 0xFFFFFF)
             f[0] = 0xF2  # power cycle out of range: below what the chip measures
         f[20] = adj
         cf = (self.pulses(self._uj100, self._offset)) & 0xFFFF
@@ -316,11 +212,11 @@ class SimBL0942(_Chip):
         p = self._packet
         tr = self.truth
         p[0] = 0x55
-        _put24le(p, 1, tr.current_ma(t) * 251213 // 1000)
-        _put24le(p, 4, tr.voltage_cv(t) * 15873 // 100)
-        _put24le(p, 7, tr.current_ma(t) * 251213 // 1000)
-        _put24le(p, 10, (tr.power_dw(t) * 596 // 10) & 0xFFFFFF)
-        _put24le(p, 13, self.pulses(BL0942_COUNT_UJ100, self._offset) & 0xFFFFFF)
+        put24le(p, 1, tr.current_ma(t) * 251213 // 1000)
+        put24le(p, 4, tr.voltage_cv(t) * 15873 // 100)
+        put24le(p, 7, tr.current_ma(t) * 251213 // 1000)
+        put24le(p, 10, (tr.power_dw(t) * 596 // 10) & 0xFFFFFF)
+        put24le(p, 13, self.pulses(BL0942_COUNT_UJ100, self._offset) & 0xFFFFFF)
         p[16] = 20000 & 0xFF  # FREQ: 10**6 / 50 Hz
         p[17] = 20000 >> 8
         for j in range(18, 22):
