@@ -39,7 +39,9 @@ _UJ100_PER_DJ = const(1000)  # 0.1 J = 1000 x 100 uJ
 class Meter:
     poll_ms = 200
 
-    def __init__(self):
+    def __init__(self, hw=None, cal=None):
+        self._clock = hw.clock if hw is not None else None
+        self._cal = cal
         self.power_dw = -1
         self.voltage_cv = -1
         self.current_ma = -1

@@ -41,12 +41,10 @@ class BL0937(Meter):
     poll_ms = 200
 
     def __init__(self, board, hw, cal):
-        super().__init__()
+        super().__init__(hw, cal)
         pins = board["pins"]
         meter = board["meter"]
         inverted = board.get("inverted", {})
-        self._clock = hw.clock
-        self._cal = cal
         self._cf = hw.counter(pins["cf"])
         self._cf1 = hw.counter(pins["cf1"])
         self._sel = hw.output(pins["sel"], 0)

@@ -44,10 +44,8 @@ class BL0942(Meter):
     poll_ms = 200
 
     def __init__(self, board, hw, cal):
-        super().__init__()
+        super().__init__(hw, cal)
         pins = board["pins"]
-        self._clock = hw.clock
-        self._cal = cal
         self._uart = hw.uart(pins["rx"], pins["tx"], board.get("baud", 4800), None)
         self._request = b"\x58\xaa"
         self._pkt = bytearray(PACKET)

@@ -57,10 +57,8 @@ class CSE7766(Meter):
     poll_ms = 200
 
     def __init__(self, board, hw, cal):
-        super().__init__()
+        super().__init__(hw, cal)
         pins = board["pins"]
-        self._clock = hw.clock
-        self._cal = cal
         self._uart = hw.uart(pins["rx"], pins.get("tx"), board.get("baud", 4800), "even")
         self._frame = bytearray(FRAME)
         self._chunk = bytearray(_CHUNK)
