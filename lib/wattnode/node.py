@@ -30,10 +30,6 @@ DRAIN_MS = const(30000)
 _STATE_MIN_MS = const(1000)
 
 
-def _tenths(value, missing):
-    return None if value == missing else value / 10
-
-
 def make_meter(board, hw, cfg, meter_ok, problems):
     """The board's meter, or NoMeter (every slot missing) with the reason in `problems`."""
     chip = board.get("chip", "?")
@@ -144,7 +140,7 @@ class Node:
         s = self.sampler
         if self.link.state({
             "time": s.last_slot + wire.EPOCH_UNIX,
-            "power": _tenths(s.power_dw, wire.POWER_MISSING),
+            "power": None if s.power_dw == wire.POWER_MISSING else s.power_dw / 10,
             "voltage": None if s.voltage_cv == wire.U16_MISSING else s.voltage_cv / 100,
             "current": None if s.current_ma == wire.U16_MISSING else s.current_ma / 1000,
             "energy": s.energy_wh / 1000,

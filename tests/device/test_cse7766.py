@@ -5,7 +5,7 @@ import json
 import unittest
 from binascii import unhexlify
 
-from wattnode.meters import CHECKSUM, FLAGS, PARTIAL, RATE, SILENT, SYNC
+from wattnode.meters import CHECKSUM, FLAGS, PARTIAL, RATE, SILENT, SYNC, FaultLog
 from rig import HERE, Rig, allocates, close
 
 VECTORS = HERE + "/../vectors/cse7766.json"
@@ -105,6 +105,13 @@ class TestCSE7766(unittest.TestCase):
         rig = Rig("devkit-cse7766", "constant:2500", {"noise_every": 7, "checksum_every": 11})
         rig.run(3000)
         self.assertFalse(allocates(lambda: rig.run(5000)))
+        # the fault log runs after every slot: nothing new to say costs no allocation
+        quiet = Rig("devkit-cse7766", "constant:2500")
+        log = FaultLog(quiet.meter, "cse7766 meter")
+        quiet.run(3000)
+        t = quiet.clock.ticks_ms() + FaultLog.EVERY_MS
+        self.assertFalse(allocates(lambda: log.news(t)))
+        self.assertEqual(log.news(t), None)
 
     def test_an_impossible_counter_jump_is_refused(self):
         """The pulse counter races (interference on the chip's counter): a rate fault, the

@@ -6,7 +6,7 @@ import json
 import os
 import unittest
 
-from wattnode import config as cfgfile, repl, safe, start, wire
+from wattnode import config as cfgfile, repl, safe, start
 from wattnode.calib import Calibration
 from wattnode.hw.sim import Board
 from wattnode.node import Node

@@ -7,7 +7,7 @@ import time
 
 import paho.mqtt.client as mqtt
 
-from helpers import aligned_past
+from helpers import aligned_past, wattlog
 
 
 def test_crashes_restart_then_safe_mode(broker, simnodes, tmp_path):
@@ -55,7 +55,6 @@ def test_readings_before_the_clock_is_set_are_stamped_once_it_is(broker, collect
     """A plug after a power cut: RTC at 2000-01-01, the LAN's NTP server answers only after
     95 s. Nothing is stamped by the unset clock; once NTP answers, the readings since boot
     land on the slots they were measured in, and every later slot follows without a gap."""
-    from helpers import wattlog
     collector = collectors(broker.url, tmp_path / "data", commit_interval=300)
     collector.wait_for("listening on")
     start = aligned_past(900)
@@ -103,7 +102,6 @@ def test_a_plug_without_ntp_takes_the_collector_s_clock(broker, collectors, simn
     """RTC unset and no NTP server on the LAN: the collector answers the plug's "online" with
     its clock, and the plug's readings are stamped by it - aligned, one per second here, and
     starting within a second or two of when the plug started."""
-    from helpers import wattlog
     collector = collectors(broker.url, tmp_path / "data", commit_interval=300)
     collector.wait_for("listening on")
     began = time.time()

@@ -7,8 +7,6 @@ import logging
 import os
 import struct
 
-import pytest
-
 from batches import T0, batch
 from wattlog.collector import Collector
 from wattlog.commit import Committer

@@ -172,8 +172,6 @@ class Board:
             self.chip = create(chip, self.clock, sim.get("profile", "constant"),
                                board, sim.get("faults", {}), self.pin)
         self.rtc = SimRTCMemory(os.getenv("WATTNODE_RTC") or flash_dir + "/.rtc-memory")
-        self.network_up = True
-        self.resets = 0
 
     def pin(self, number, value=None):
         """The simulated GPIO `number`, shared by the node and the simulated chip."""
@@ -203,7 +201,7 @@ class Board:
         return SimWatchdog(timeout_ms)
 
     def wifi_up(self):
-        return self.network_up
+        return True
 
     def ntp(self, host):
         """Set the RTC from the LAN's NTP server; OSError when it does not answer (yet)."""
@@ -222,5 +220,4 @@ class Board:
         plug rebooting (RTC memory, in its file, survives; a power cut deletes it)."""
         import sys
         from wattnode.start import RESET_EXIT
-        self.resets += 1
         sys.exit(RESET_EXIT)

@@ -20,11 +20,9 @@ its slot is stored as missing, never as a wrong value.
 Chip name -> driver module, imported only when a board asks for it (see create()).
 """
 
-try:
-    from micropython import const
-except ImportError:
-    def const(x):
-        return x
+from time import ticks_diff
+
+from micropython import const
 
 FAULTS = ("checksum", "sync", "partial", "silent", "rate", "flags")
 CHECKSUM = const(0)
@@ -131,17 +129,21 @@ class FaultLog:
         self._said_ms = None
 
     def news(self, now_ms):
-        """A sentence about the faults since the last one, or None (allocates only then)."""
-        from time import ticks_diff
+        """A sentence about the faults since the last one, or None (allocates only then:
+        it is called after every slot)."""
         if self._said_ms is not None and ticks_diff(now_ms, self._said_ms) < self.EVERY_MS:
             return None
         faults = self._meter.faults
-        parts = []
+        seen = self._seen
         for i in range(len(faults)):
-            if faults[i] != self._seen[i]:
-                parts.append("%d %s" % (faults[i] - self._seen[i], _WORDS[i]))
-        if not parts:
+            if faults[i] != seen[i]:
+                break
+        else:
             return None
+        parts = []  # a loop, not a comprehension: that would put faults and seen in heap
+        for i in range(len(faults)):  # cells on every call, news or not
+            if faults[i] != seen[i]:
+                parts.append("%d %s" % (faults[i] - seen[i], _WORDS[i]))
         self._seen = list(faults)
         self._said_ms = now_ms
         return "%s: %s" % (self._what, ", ".join(parts))
