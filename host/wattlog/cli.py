@@ -2,6 +2,8 @@
 
   wattlog collect --broker mqtt://[USER:PASS@]HOST:PORT --data DIR [--commit-interval S]
   wattlog feeds   --data DIR
+  wattlog nodes   --data DIR
+  wattlog plug    on|off|toggle|status NODE --broker mqtt://[USER:PASS@]HOST:PORT
   wattlog export  --data DIR --feed NODE/CHANNEL|ID [--start T] [--end T] [--format csv|json]
 
 Times (T) are unix seconds, an ISO 8601 date or date-time (UTC unless it names a zone), or a
@@ -98,9 +100,42 @@ def cmd_feeds(args):
     if len(rows) == 1:
         print("no feeds yet in %s" % args.data)
         return
+    _print_table(rows)
+
+
+def _print_table(rows):
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+def cmd_nodes(args):
+    """Per node, from commit.json: what is on disk and acknowledged, and what was lost."""
+    from wattlog import durable
+    from wattlog.commit import FILE
+    try:
+        state = durable.read_json(os.path.join(_data_dir(args.data), FILE)) or {}
+    except ValueError as e:
+        raise CliError("%s is unreadable: %s" % (os.path.join(args.data, FILE), e)) from None
+    nodes = state.get("nodes", {})
+    if not nodes:
+        print("no node has been acknowledged yet in %s" % args.data)
+        return
+    rows = [("node", "last seen", "boot", "boots", "acked seq", "gaps", "lost readings",
+             "ring drops")]
+    for node, st in sorted(nodes.items()):
+        rows.append((node, iso(st["last_seen"]) if st.get("last_seen") else "-",
+                     "%08x" % st["boot"], str(st.get("boots", 1)), str(st["seq"]),
+                     str(st.get("gaps", 0)), str(st.get("lost", 0)), str(st.get("dropped", 0))))
+    _print_table(rows)
+
+
+def cmd_plug(args):
+    from wattlog.plug import PlugError, run  # paho is only needed here
+    try:
+        print(run(args.action, args.node, args.broker, args.base_topic, args.timeout))
+    except (PlugError, ValueError) as e:
+        raise CliError(str(e)) from None
 
 
 def _value_text(v):
@@ -175,6 +210,20 @@ def build_parser():
     f = sub.add_parser("feeds", help="list the feeds in a data directory")
     f.add_argument("--data", required=True)
     f.set_defaults(func=cmd_feeds)
+
+    n = sub.add_parser("nodes", help="per node: last seen, boot, acked seq, gaps, ring drops")
+    n.add_argument("--data", required=True)
+    n.set_defaults(func=cmd_nodes)
+
+    g = sub.add_parser("plug", help="switch a plug or show its state")
+    g.add_argument("action", choices=("on", "off", "toggle", "status"))
+    g.add_argument("node", help="node id, e.g. plug-34ea34797bff")
+    g.add_argument("--broker", default="mqtt://127.0.0.1:1883",
+                   help="mqtt://[USER:PASS@]HOST[:PORT] (default %(default)s)")
+    g.add_argument("--base-topic", default="wattlog")
+    g.add_argument("--timeout", type=float, default=10.0, metavar="S",
+                   help="seconds to wait for the plug's answer (default %(default)s)")
+    g.set_defaults(func=cmd_plug)
 
     e = sub.add_parser("export", help="print one feed as CSV or JSON")
     e.add_argument("--data", required=True)

@@ -12,11 +12,15 @@ tried again one commit interval later.
 The MQTT session is persistent (clean_session False, a fixed client id) and the readings are
 QoS 1, so the broker keeps batches for the collector while it restarts.
 
+Acks (nodes.py): after each commit, every node heard from since the last one gets a retained
+{"boot", "seq", "time"} on <base>/<node>/ack: its records below seq are on disk, so it may
+free them. A hole in what a node sent is asked for again on the same topic, not retained:
+{"boot", "seq", "resend", "time"}.
+
 Clock service: when a plug says "online" on <base>/<node>/status, the collector answers on
 <base>/<node>/ack with {"time": <unix s>, "clock": true}, not retained, so the answer is
 always fresh: a plug whose RTC is unset and that has no NTP server on the LAN takes its time
-from it (lib/wattnode/clock.py). The commit acks of the store-and-forward protocol will go on
-the same topic.
+from it (lib/wattnode/clock.py).
 """
 
 import json
@@ -30,6 +34,7 @@ import paho.mqtt.client as mqtt
 from wattlog.commit import Committer
 from wattlog.complaints import Complaints
 from wattlog.ingest import NODE_ID, Ingest
+from wattlog.nodes import Nodes
 
 log = logging.getLogger("wattlog")
 PAGE_SLOTS = 4096 // 4
@@ -54,7 +59,9 @@ class Collector:
         self.base_topic = base_topic
         self.complaints = Complaints()
         self.committer = Committer(data_dir, self.complaints)
-        self.ingest = Ingest(self.complaints, self._feed_interval, max_future_s=max_future_s)
+        self.nodes = Nodes(self.committer.nodes, self.complaints)
+        self.ingest = Ingest(self.complaints, self._feed_interval, self.nodes,
+                             max_future_s=max_future_s)
         self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
                                   clean_session=False, protocol=mqtt.MQTTv311)
         if user is not None:
@@ -108,12 +115,19 @@ class Collector:
             self._on_status(topic, msg.payload)
         else:
             self.ingest.handle(topic, msg.payload)
+            for node, boot, acked, resend in self.nodes.resends:
+                self._ack(node, {"boot": boot, "seq": acked, "resend": resend,
+                                 "time": int(time.time())}, retain=False)
+            self.nodes.resends.clear()
+
+    def _ack(self, node, payload, retain):
+        self.client.publish("%s/%s/ack" % (self.base_topic, node), json.dumps(payload), qos=1,
+                            retain=retain)
 
     def _on_status(self, topic, payload):
         node = topic.split("/")[-2]
         if payload == b"online" and NODE_ID.match(node):
-            self.client.publish("%s/%s/ack" % (self.base_topic, node),
-                                json.dumps({"time": int(time.time()), "clock": True}), qos=0)
+            self._ack(node, {"time": int(time.time()), "clock": True}, retain=False)
 
     def _connect_when_due(self, now):
         if now < self._retry_at:
@@ -177,8 +191,10 @@ class Collector:
         pending, intervals = self.ingest.take()
         if not pending:
             return
+        snapshot = self.nodes.snapshot()
         try:
-            feeds, points, nbytes = self.committer.commit(pending, intervals)
+            feeds, points, nbytes = self.committer.commit(pending, intervals,
+                                                          self.nodes.to_json(snapshot))
         except OSError as e:
             log.error("commit failed (%s); keeping %d feeds' points in memory and trying again "
                       "in %.0f s", e, len(pending), self.commit_interval_s)
@@ -186,7 +202,11 @@ class Collector:
             self._failed_commit_at = time.monotonic()
             return
         self._failed_commit_at = None
-        log.info("commit (%s): %d points to %d feeds, %d bytes", why, points, feeds, nbytes)
+        acks = self.nodes.confirm(snapshot)
+        for node, ack in acks:  # only now: every record below ack["seq"] is on disk
+            self._ack(node, ack, retain=True)
+        log.info("commit (%s): %d points to %d feeds, %d bytes; acked %s", why, points, feeds,
+                 nbytes, ", ".join("%s %d" % (n, a["seq"]) for n, a in acks) or "nothing")
 
     def _status(self, since, counted):
         now = time.monotonic()

@@ -4,7 +4,10 @@
   2. replace <data>/commit.json atomically (durable.py): the committed length of every feed
   3. only then may anything be acknowledged (the caller publishes acks after commit() returns)
 
-commit.json  {"version": 1, "time": <unix>, "feeds": {"<id>": <npoints>, ...}, "nodes": {...}}
+commit.json  {"version": 1, "time": <unix>, "feeds": {"<id>": <npoints>, ...},
+              "nodes": {"<node>": {"boot", "seq" (acknowledged), "lost", "gaps", ...}}}
+(nodes.py owns the "nodes" entries; they are written in the same atomic replace as the
+lengths, so an ack never says more than the files hold.)
 
 At start-up (recover) every .dat is cut back to its committed length: whatever lies past it was
 never acknowledged. A feed whose files are unreadable is moved to <data>/quarantine/ and
@@ -107,8 +110,9 @@ class Committer:
             feed = self.feeds[feed.id] = Feed.create(self.feed_dir, feed.id, feed.interval, first_t)
         return feed
 
-    def commit(self, pending, intervals):
-        """Write {(node, channel): {unix time: value}} durably; returns (feeds, points, bytes)."""
+    def commit(self, pending, intervals, nodes=None):
+        """Write {(node, channel): {unix time: value}} durably, with `nodes` (nodes.py) in
+        commit.json; returns (feeds, points, bytes)."""
         written = []
         points = nbytes = 0
         for (node, channel), values in sorted(pending.items()):
@@ -131,6 +135,8 @@ class Committer:
             feed.sync()
         for feed in written:
             self.committed[feed.id] = feed.npoints()
+        if nodes is not None:
+            self.nodes = nodes
         self._save()
         self.commits += 1
         return len(written), points, nbytes

@@ -8,18 +8,21 @@ Refused, counted and said in plain words by kind (complaints.py), never fatal; t
 readings of a batch are kept whatever else it holds:
   bad-node     node id outside [a-z0-9_-]{1,32}: the whole message
   batch-*      truncated, oversized, unknown version, bad count or interval: the whole batch
-               (one kind each: batch-truncated, batch-oversized, batch-version, ...)
+               (one kind each: batch-truncated, batch-oversized, batch-version, batch-held, ...)
   misaligned   a slot time that is not a multiple of the batch's interval: that record
   future       a slot time more than max_future_s ahead of this computer's clock: that record
   implausible  a value no plug can measure (|P| > 50 kW, V > 500 V): that channel is NaN
   interval     a batch interval unlike the node's feeds: kept, on the feeds' grid
 
-Pending points wait here, per (node, channel), until commit.py writes them.
+Pending points wait here, per (node, channel), until commit.py writes them. Each decoded
+batch's boot, seq, count, ring drops and `held` go to nodes.py, which decides what the node
+may be acknowledged and what to ask for again.
 """
 
 import re
 import time
 
+from wattlog.nodes import Nodes
 from wattnode import wire
 
 NODE_ID = re.compile(r"[a-z0-9_-]{1,32}\Z")
@@ -37,10 +40,12 @@ def _scaled(raw, missing, scale):
 
 
 class Ingest:
-    def __init__(self, complaints, feed_interval, max_future_s=3600, clock=time.time,
-                 monotonic=time.monotonic):
-        """feed_interval(node) -> the interval of the node's existing feeds, or None."""
+    def __init__(self, complaints, feed_interval, nodes=None, max_future_s=3600,
+                 clock=time.time, monotonic=time.monotonic):
+        """feed_interval(node) -> the interval of the node's existing feeds, or None;
+        nodes: the collector's nodes.Nodes (a fresh one when not given)."""
         self.complain = complaints
+        self.nodes = nodes if nodes is not None else Nodes({}, complaints, clock, monotonic)
         self.feed_interval = feed_interval
         self.max_future_s = max_future_s
         self.clock = clock
@@ -60,7 +65,7 @@ class Ingest:
                           "a-z, 0-9, _ and -" % topic)
             return 0
         try:
-            count, interval, _boot, _seq, _dropped = wire.decode_header(payload)
+            count, interval, boot, seq, dropped, held = wire.decode_header(payload)
         except wire.BatchError as e:
             self.complain("batch-" + e.kind, "ignored a batch from %s: %s" % (node, e))
             return 0
@@ -95,6 +100,7 @@ class Ingest:
             self._put(node, "current", slot_t, _scaled(current_ma, wire.U16_MISSING, 1000))
             self._put(node, "energy", slot_t, _scaled(energy_wh, wire.ENERGY_MISSING, 1000))
             kept += 1
+        self.nodes.batch(node, boot, seq, count, dropped, held)
         if kept:
             self.intervals.setdefault(node, grid)
             self.last_seen[node] = self.clock()

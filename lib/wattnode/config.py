@@ -3,7 +3,9 @@
 config.json, on the flash root:
   node_id     "plug-34ea34797bff"  [a-z0-9_-], 1-32 characters; default: "plug-" + the MAC
   base_topic  "wattlog"            MQTT topics are <base_topic>/<node_id>/...
-  broker      {"host": "192.168.1.10", "port": 1883, "user": null, "password": null}
+  broker      {"host": "192.168.1.10", "port": 1883, "user": null, "password": null,
+               "ca": null}         ca: a PEM CA file on the flash turns TLS on (wattlog provision)
+  discovery_prefix "homeassistant" Home Assistant's MQTT discovery prefix
   wifi        {"ssid": "", "password": ""}
   interval_s  10                   slot length, 1..3600
   batch_max   64                   records per MQTT batch, 1..1024
@@ -32,7 +34,8 @@ from wattnode import calib
 DEFAULTS = {
     "node_id": None,
     "base_topic": "wattlog",
-    "broker": {"host": "127.0.0.1", "port": 1883, "user": None, "password": None},
+    "broker": {"host": "127.0.0.1", "port": 1883, "user": None, "password": None, "ca": None},
+    "discovery_prefix": "homeassistant",
     "wifi": {"ssid": "", "password": ""},
     "interval_s": 10,
     "batch_max": 64,
@@ -74,6 +77,16 @@ def read_json(path, problems):
         problems.append("%s does not hold a JSON object" % path)
         return {}
     return data
+
+
+def save(raw, path="config.json"):
+    """Replace config.json with `raw` (already checked): a new file, then a rename, so a
+    power cut leaves the old file or the new one, never half of one."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(raw, f)
+    import os
+    os.rename(tmp, path)
 
 
 def _check(key, value, default, problems):

@@ -2,26 +2,36 @@
 
 Topics under <base>/<node>/: status (retained "online"; the broker publishes the retained
 last will "offline" when the node vanishes), state (retained JSON after each slot), readings
-(QoS 1 binary batches, wire.py), log (plain-words events), relay/set (ON / OFF / TOGGLE),
-ack (from the collector; subscribed before "online" is said, so the collector's answer to it,
-which carries its clock, cannot be missed).
+(QoS 1 binary batches, wire.py), log (plain-words events), relay/set (ON / OFF / TOGGLE), cmd
+(JSON commands), ack (from the collector); and homeassistant/status (Home Assistant's
+"online" asks for discovery again). All are subscribed, in one SUBSCRIBE, before "online" is
+said, so the collector's answer to it cannot be missed.
 
-Design notes
-- umqtt.simple does connect, subscribe, ping and incoming messages. Batches are framed here:
-  umqtt's publish() allocates a packet per call and waits for its PUBACK with no bound, while
-  a batch must go straight from the ring (sock.write(buf, off, n), no copy, no allocation) and
-  its PUBACK must be awaited without stopping the loop. One batch is in flight at a time.
+Store and forward (DESIGN.md, "the one idea")
+- A batch is the run of ring records from `ring.sent`; the broker's PUBACK moves `sent` on.
+  Records stay in the ring until the collector's ack says they are on its disk:
+      {"boot": B, "seq": S, "time": T}   retained: this boot's records below S are stored
+      {"boot": B, "seq": S, "resend": R} not retained: the collector lacks records from R
+      {"time": T, "clock": true}         not retained: the collector's clock (clock.py)
+  An ack for another boot is the previous boot's (retained) and means nothing now. An ack
+  past what was ever sent, or one that is not this JSON, frees nothing and is reported.
+- After every (re)connect the ring is rewound to its oldest held record: the broker may have
+  lost what it had (a restart), and the collector writes duplicates idempotently.
 - A batch goes out when batch_max records are waiting or the oldest has waited batch_wait_s
   (real time): fuller batches cost fewer bytes per reading, and the live view comes from the
-  state topic, not from the readings.
-- Freeing: the records of a batch leave the ring when the broker acknowledges it (PUBACK).
-  If the link drops first they stay and are sent again after reconnecting, so a batch may
-  arrive twice; the collector's writes are idempotent.
-- Every call into umqtt.simple may raise (OSError, and MQTTException, AssertionError or
-  IndexError on a garbled reply): service() catches them in one place and calls _drop(),
-  which is idempotent. Reconnects back off exponentially (1 s .. 60 s) with jitter.
-- umqtt's wait_msg() puts the socket back in blocking mode after each read; _rearm() gives it
-  its timeout again so no write or read can hang the loop for longer than SOCKET_TIMEOUT_S.
+  state topic, not from the readings. One batch is in flight at a time.
+
+Design notes
+- umqtt.simple does connect, ping, small publishes and incoming messages. Batches are framed
+  here: umqtt's publish() allocates a packet per call and waits for its PUBACK with no bound,
+  while a batch must go straight from the ring (sock.write(buf, off, n), no copy, no
+  allocation) and its PUBACK must be awaited without stopping the loop. SUBSCRIBE is framed
+  here too, so connecting never waits on a SUBACK.
+- Every socket operation is bounded (mqttsock.py); a batch whose PUBACK does not come within
+  PUBACK_TIMEOUT_MS drops the connection. Every call into umqtt.simple may raise (OSError,
+  and MQTTException, AssertionError or IndexError on a garbled reply): service() catches them
+  in one place and calls _drop(), which is idempotent. Reconnects back off exponentially
+  (1 s .. 60 s) with jitter; the hardware layer reconnects Wi-Fi.
 """
 
 import json
@@ -29,38 +39,53 @@ import time
 
 from umqtt.simple import MQTTClient, MQTTException
 
-from wattnode import wire
+from wattnode import mqttsock, wire
 
 from micropython import const
 
 KEEPALIVE_S = const(60)
-SOCKET_TIMEOUT_S = const(5)
 PUBACK_TIMEOUT_MS = const(15000)
 _BACKOFF_MIN_MS = const(1000)
 _BACKOFF_MAX_MS = const(60000)
 _PUBLISH_QOS1 = const(0x32)
 _PUBACK = const(0x40)
+_SUBACK = const(0x90)
 _MAX_PACKETS_PER_SERVICE = const(16)
 _ERRORS = (OSError, MQTTException, AssertionError, IndexError)
 
 
+def _subscribe_packet(topics):
+    """One SUBSCRIBE (packet id 1, QoS 0 each) for all topics, built once."""
+    body = bytearray(b"\0\x01")
+    for t in topics:
+        body += bytes((len(t) >> 8, len(t) & 0xFF)) + t + b"\0"
+    assert len(body) < 0x4000
+    n = len(body)
+    head = bytes((0x82, n & 0x7F | 0x80, n >> 7)) if n > 0x7F else bytes((0x82, n))
+    return bytes(head) + body
+
+
 class Link:
-    def __init__(self, node_id, cfg, ring, interval_s, boot, random_bytes, on_relay=None,
-                 on_ack=None):
+    def __init__(self, node_id, cfg, ring, interval_s, boot, random_bytes, handlers):
+        """handlers: {"relay": f(msg), "cmd": f(msg), "clock": f(unix s), "discovery": f()},
+        each called from service()."""
         base = "%s/%s/" % (cfg["base_topic"], node_id)
         self.t_status = (base + "status").encode()
         self.t_state = (base + "state").encode()
         self.t_log = (base + "log").encode()
         self.t_relay_set = (base + "relay/set").encode()
+        self.t_cmd = (base + "cmd").encode()
         self.t_ack = (base + "ack").encode()
+        self.t_ha_status = (cfg["discovery_prefix"] + "/status").encode()
+        self._subscribe = _subscribe_packet((self.t_relay_set, self.t_cmd, self.t_ack,
+                                             self.t_ha_status))
         readings = (base + "readings").encode()
         self._topic = bytearray(2 + len(readings))  # length-prefixed, ready to write
         self._topic[0] = len(readings) >> 8
         self._topic[1] = len(readings) & 0xFF
         self._topic[2:] = readings
-        broker = cfg["broker"]
-        self.mq = MQTTClient(node_id, broker["host"], port=broker["port"], user=broker["user"],
-                             password=broker["password"], keepalive=KEEPALIVE_S)
+        mqttsock.install()
+        self.mq = mqttsock.client(MQTTClient, node_id, cfg["broker"], KEEPALIVE_S)
         self.mq.set_last_will(self.t_status, b"offline", retain=True, qos=1)
         self.mq.set_callback(self._on_message)
         self.ring = ring
@@ -70,16 +95,19 @@ class Link:
         self.batch_wait_ms = cfg["batch_wait_s"] * 1000
         self._waiting_since_ms = -1
         self._random = random_bytes
-        self._on_relay = on_relay
-        self._on_ack = on_ack
+        self._handlers = handlers
         self._fixed = bytearray(5)
         self._pid = bytearray(2)
         self._hdr = bytearray(wire.HEADER_SIZE)
-        self._rx = bytearray(3)
+        self._rx = bytearray(8)
         self.up = False
         self.connects = 0
         self.batches = 0
         self.bytes_sent = 0
+        self.acks = 0
+        self.resends = 0
+        self.bad_acks = 0
+        self.sent_top = 0  # highest seq + 1 ever put on the wire this boot
         self.last_error = None
         self._inflight_n = 0
         self._inflight_seq = 0
@@ -94,11 +122,9 @@ class Link:
     def _connect(self):
         self.mq.connect()
         self.up = True
-        self._rearm()
-        self.mq.subscribe(self.t_relay_set)
-        self.mq.subscribe(self.t_ack)
+        self.mq.sock.write(self._subscribe)
         self.mq.publish(self.t_status, b"online", retain=True)
-        self._rearm()
+        self.ring.rewind(self.ring.first)  # the broker may have lost what it had: send it again
         self._last_tx_ms = time.ticks_ms()
         self._backoff_ms = 0
         self.connects += 1
@@ -121,9 +147,6 @@ class Link:
         if was_up:
             print("link: connection lost:", reason)
 
-    def _rearm(self):
-        self.mq.sock.settimeout(SOCKET_TIMEOUT_S)
-
     # -- the loop's entry point --------------------------------------------------------------
 
     def service(self, wifi_up, flush=False):
@@ -144,31 +167,43 @@ class Link:
                 if time.ticks_diff(now, self._sent_ms) > PUBACK_TIMEOUT_MS:
                     self._drop("no PUBACK for a batch within %d ms" % PUBACK_TIMEOUT_MS)
                     return
-            elif self._batch_due(now, flush):
+            elif self.up and self._batch_due(now, flush):
                 self._send_batch()
-            if time.ticks_diff(now, self._last_tx_ms) > KEEPALIVE_S * 500:
+            if self.up and time.ticks_diff(now, self._last_tx_ms) > KEEPALIVE_S * 500:
                 self.mq.ping()
                 self._last_tx_ms = now
         except _ERRORS as e:
             self._drop(repr(e))
 
     def _receive(self):
+        rx = self._rx
         for _ in range(_MAX_PACKETS_PER_SERVICE):
-            op = self.mq.check_msg()  # PUBLISH and PINGRESP are handled inside, returning None
-            self._rearm()
-            if op is None:  # nothing waiting, or umqtt handled a PUBLISH or PINGRESP itself
+            if not self.up:  # a handler dropped the link (a reboot command)
                 return
-            if op != _PUBACK:
+            op = self.mq.check_msg()  # PUBLISH and PINGRESP are handled inside
+            if op is None or op & 0xF0 == 0x30:  # nothing waiting, or a PUBLISH umqtt handled
+                if op is None:
+                    return
+                continue
+            if op == _PUBACK:
+                if self.mq.sock.readinto(rx, 3) != 3 or rx[0] != 2:
+                    raise OSError("malformed PUBACK")
+                pid = rx[1] << 8 | rx[2]
+                if self._inflight_n and pid == self._inflight_pid:
+                    if self.ring.sent == self._inflight_seq:  # not rewound meanwhile
+                        self.ring.sent_to(self._inflight_seq + self._inflight_n)
+                    self._inflight_n = 0
+            elif op == _SUBACK:
+                if self.mq.sock.readinto(rx, 7) != 7 or rx[0] != 6:  # 4 topics: 6 bytes
+                    raise OSError("malformed SUBACK")
+                if rx[3] == 0x80 or rx[4] == 0x80 or rx[5] == 0x80 or rx[6] == 0x80:
+                    self.log("the broker refused a subscription (relay/set, cmd, ack, %s): "
+                             "check this node's ACL" % self.t_ha_status.decode())
+            else:
                 raise OSError("unexpected MQTT packet type 0x%02x" % op)
-            if self.mq.sock.readinto(self._rx, 3) != 3 or self._rx[0] != 2:
-                raise OSError("malformed PUBACK")
-            pid = self._rx[1] << 8 | self._rx[2]
-            if self._inflight_n and pid == self._inflight_pid:
-                self.ring.release(self._inflight_seq + self._inflight_n)
-                self._inflight_n = 0
 
     def _batch_due(self, now, flush):
-        waiting = self.ring.count()
+        waiting = self.ring.unsent()
         if not waiting:
             self._waiting_since_ms = -1
             return False
@@ -183,24 +218,17 @@ class Link:
     def _send_batch(self):
         ring = self.ring
         n = ring.peek(self.batch_max)
-        seq = ring.first
-        wire.pack_header(self._hdr, 0, n, self.interval_s, self.boot, seq, ring.dropped)
+        seq = ring.sent
+        wire.pack_header(self._hdr, 0, n, self.interval_s, self.boot, seq, ring.dropped,
+                         ring.first)
         body = n * wire.RECORD_SIZE
-        remaining = len(self._topic) + 2 + wire.HEADER_SIZE + body
-        fixed = self._fixed
-        fixed[0] = _PUBLISH_QOS1
-        i = 1
-        while remaining > 0x7F:
-            fixed[i] = (remaining & 0x7F) | 0x80
-            remaining >>= 7
-            i += 1
-        fixed[i] = remaining
+        size = self._fix_header(_PUBLISH_QOS1, len(self._topic) + 2 + wire.HEADER_SIZE + body)
         pid = self.mq.pid % 0xFFFF + 1  # share umqtt's counter; packet id 0 is not allowed
         self.mq.pid = pid
         self._pid[0] = pid >> 8
         self._pid[1] = pid & 0xFF
         sock = self.mq.sock
-        sock.write(fixed, i + 1)
+        sock.write(self._fixed, size)
         sock.write(self._topic)
         sock.write(self._pid)
         sock.write(self._hdr)
@@ -209,10 +237,61 @@ class Link:
         self._inflight_n = n
         self._inflight_seq = seq
         self._inflight_pid = pid
+        if seq + n > self.sent_top:
+            self.sent_top = seq + n
         self._sent_ms = now
         self._last_tx_ms = now
         self.batches += 1
-        self.bytes_sent += i + 1 + len(self._topic) + 2 + wire.HEADER_SIZE + body
+        self.bytes_sent += size + len(self._topic) + 2 + wire.HEADER_SIZE + body
+
+    def _fix_header(self, first, remaining):
+        """MQTT's fixed header into self._fixed: the packet type byte, then the remaining
+        length in 7-bit groups, low first. Returns its length."""
+        fixed = self._fixed
+        fixed[0] = first
+        i = 1
+        while remaining > 0x7F:
+            fixed[i] = (remaining & 0x7F) | 0x80
+            remaining >>= 7
+            i += 1
+        fixed[i] = remaining
+        return i + 1
+
+    # -- acks --------------------------------------------------------------------------------
+
+    def _on_ack(self, msg):
+        try:
+            ack = json.loads(msg)
+            if ack.get("clock") is True:
+                t = ack["time"]
+                if not isinstance(t, int):
+                    raise TypeError
+                self._handlers["clock"](t)
+                return
+            boot, seq, resend = ack["boot"], ack["seq"], ack.get("resend", -1)
+            if not (isinstance(boot, int) and isinstance(seq, int) and isinstance(resend, int)):
+                raise TypeError
+        except (ValueError, TypeError, KeyError, AttributeError):
+            self._bad_ack("%r is not what the collector sends" % bytes(msg[:64]))
+            return
+        if boot != self.boot:
+            return  # the retained ack of an earlier boot of this node
+        if seq < 0 or seq > self.sent_top or resend > self.sent_top:
+            self._bad_ack("seq %d / resend %d is past what this node has sent (%d)"
+                          % (seq, resend, self.sent_top))
+            return
+        self.ring.release(seq)
+        self.acks += 1
+        if resend >= 0:
+            self.ring.rewind(resend)
+            self._inflight_n = 0  # its PUBACK must not move `sent` past the rewound records
+            self.resends += 1
+
+    def _bad_ack(self, why):
+        self.bad_acks += 1
+        n = self.bad_acks
+        if n & (n - 1) == 0:  # the 1st, 2nd, 4th, 8th, ...: said, without flooding the log
+            self.log("ack: %s; nothing freed (%d such so far)" % (why, n))
 
     # -- small messages ----------------------------------------------------------------------
 
@@ -222,6 +301,28 @@ class Link:
             return False
         try:
             self.mq.publish(topic, payload, retain)
+            self._last_tx_ms = time.ticks_ms()
+            return True
+        except _ERRORS as e:
+            self._drop(repr(e))
+            return False
+
+    def publish_parts(self, topic, parts, retain=False):
+        """One QoS 0 PUBLISH whose payload is the concatenation of `parts` (strings), written
+        piece by piece: a large message without a large block of heap."""
+        if not self.up:
+            return False
+        n = 2 + len(topic)
+        for p in parts:
+            n += len(p)
+        size = self._fix_header(0x31 if retain else 0x30, n)
+        try:
+            sock = self.mq.sock
+            sock.write(self._fixed, size)
+            sock.write(bytes((len(topic) >> 8, len(topic) & 0xFF)))
+            sock.write(topic)
+            for p in parts:
+                sock.write(p)
             self._last_tx_ms = time.ticks_ms()
             return True
         except _ERRORS as e:
@@ -245,7 +346,11 @@ class Link:
         self.up = False
 
     def _on_message(self, topic, msg):
-        if topic == self.t_relay_set and self._on_relay is not None:
-            self._on_relay(msg)
-        elif topic == self.t_ack and self._on_ack is not None:
+        if topic == self.t_ack:
             self._on_ack(msg)
+        elif topic == self.t_relay_set:
+            self._handlers["relay"](msg)
+        elif topic == self.t_cmd:
+            self._handlers["cmd"](msg)
+        elif topic == self.t_ha_status and msg == b"online":
+            self._handlers["discovery"]()

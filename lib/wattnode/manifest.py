@@ -10,8 +10,8 @@ require("umqtt.simple")
 package(
     "wattnode",
     files=(
-        "__init__.py", "board.py", "calib.py", "clock.py", "config.py", "energy.py",
-        "link.py", "node.py", "relay.py", "repl.py", "ring.py", "safe.py", "sampler.py", "start.py",
+        "__init__.py", "board.py", "calib.py", "clock.py", "commands.py", "config.py",
+        "discovery.py", "energy.py", "link.py", "mqttsock.py", "node.py", "relay.py", "repl.py", "ring.py", "safe.py", "sampler.py", "start.py",
         "wire.py", "hw/__init__.py", "hw/esp32.py", "meters/__init__.py",
         "meters/bl0937.py", "meters/bl0942.py", "meters/cse7766.py",
     ),

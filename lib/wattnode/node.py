@@ -1,7 +1,8 @@
 """node.py - the node program: one cooperative loop over meter, sampler, ring and link.
 
     meter.poll() -> when a slot has ended: sampler.close() appends its record to the ring and
-    the state is published -> link.service() (connect, PUBACKs, the next batch)
+    the state is published -> link.service() (connect, acks, commands, the next batch)
+    -> Home Assistant discovery when the link came up -> a clean reboot when a command asked
     -> clock.wait(next slot end, at most LOOP_MS)
 
 Clock and hardware are injected (hw/), so the same loop runs on a plug, on the unix port with
@@ -44,10 +45,15 @@ def make_meter(board, hw, cfg, meter_ok, problems):
 
 
 class Node:
-    def __init__(self, cfg, board, hw, problems, meter_ok, ring, on_healthy=None):
+    def __init__(self, cfg, board, hw, problems, meter_ok, ring, on_healthy=None,
+                 config_path="config.json"):
         self.hw = hw
         self.cfg = cfg
-        self.node_id = cfg["node_id"] or "plug-" + hexlify(hw.mac()).decode()
+        self.config_path = config_path
+        self.mac_hex = hexlify(hw.mac()).decode()
+        self.node_id = cfg["node_id"] or "plug-" + self.mac_hex
+        self.board_name = board.get("name", "?")
+        self.chip = board.get("chip", "?")
         self.ring = ring
         self._on_healthy = on_healthy
         self.meter = make_meter(board, hw, cfg, meter_ok, problems)
@@ -61,7 +67,11 @@ class Node:
         self.sampler = Sampler(self.meter, self.ring, cfg["interval_s"], wh, rem)
         self.boot = int.from_bytes(hw.urandom(4), "little")
         self.link = Link(self.node_id, cfg, self.ring, cfg["interval_s"], self.boot, hw.urandom,
-                         self.on_relay, self.on_ack)
+                         {"relay": self.on_relay, "cmd": self.on_cmd, "clock": self.on_clock,
+                          "discovery": self.announce})
+        self.reboot_reason = None
+        self._announced = 0  # link.connects when discovery was last sent
+        self._boot_ticks = hw.clock.ticks_ms()
         self.problems = problems
         self._state_ms = time.ticks_add(time.ticks_ms(), -_STATE_MIN_MS)
         self._first_slot = -1
@@ -99,6 +109,8 @@ class Node:
             now = keeper.now()
             if now < 0:  # no wall time yet: keep measuring, stamp nothing
                 self.link.service(self.hw.wifi_up())
+                if self.reboot_reason:
+                    self.reboot()
                 clock.wait(clock.time_s() + 1, LOOP_MS, self.meter.poll_ms)
                 continue
             if not started:
@@ -118,6 +130,10 @@ class Node:
                 if news:
                     self.link.log(news)
             self.link.service(self.hw.wifi_up())
+            if self.link.up and self._announced != self.link.connects:
+                self.announce()
+            if self.reboot_reason:
+                self.reboot()
             ticks = clock.ticks_ms()
             if self.controls.poll(ticks):
                 self.publish_state(True)
@@ -156,26 +172,46 @@ class Node:
         else:
             self.link.log("relay/set: %r is not ON, OFF or TOGGLE; relay unchanged" % msg)
 
-    def on_ack(self, msg):
-        """The collector's answer to "online" carries its clock: {"time": unix s, "clock": true}."""
+    def on_cmd(self, msg):
+        from wattnode import commands  # loaded on the first command: most plugs never get one
+        commands.handle(self, msg)
+
+    def on_clock(self, t):
+        """The collector's answer to "online" carries its clock (link.py)."""
+        self.keeper.set_from_collector(t - wire.EPOCH_UNIX)  # _begin() says when it counts
+        if self.keeper.disagreement_s:
+            self.link.log("the collector's clock is %+d s from ours; ours is kept (set "
+                          "ntp_host to correct it)" % self.keeper.disagreement_s)
+            self.keeper.disagreement_s = 0
+
+    def announce(self):
+        """Home Assistant discovery (discovery.py), retained."""
+        self._announced = self.link.connects  # once per connection, whatever happens
         try:
-            ack = json.loads(msg)
-            t = ack["time"] if ack.get("clock") is True else None
-        except (ValueError, TypeError, KeyError, AttributeError):
-            self.link.log("ack: %r is not what the collector sends; ignored" % msg[:64])
-            return
-        if isinstance(t, int):
-            self.keeper.set_from_collector(t - wire.EPOCH_UNIX)  # _begin() says when it counts
-            if self.keeper.disagreement_s:
-                self.link.log("the collector's clock is %+d s from ours; ours is kept (set "
-                              "ntp_host to correct it)" % self.keeper.disagreement_s)
-                self.keeper.disagreement_s = 0
+            from wattnode import discovery
+            self.link.publish_parts(
+                discovery.topic(self.cfg["discovery_prefix"], self.node_id).encode(),
+                discovery.payload(self.node_id, self.cfg["base_topic"], self.board_name,
+                                  self.chip, self.mac_hex), retain=True)
+        except MemoryError:
+            self.link.log("no heap left for Home Assistant discovery; it is tried again at "
+                          "the next connection")
+
+    def uptime_s(self):
+        return time.ticks_diff(self.hw.clock.ticks_ms(), self._boot_ticks) // 1000
+
+    def reboot(self):
+        """A clean reboot (commands.py): send what is unsent, checkpoint, say so, reset."""
+        self.link.log("rebooting: %s" % self.reboot_reason)
+        self.drain()
+        self.hw.reset()
 
     def drain(self):
-        """A clean stop (end of a simulated run, Ctrl-C on the unix port): send what is left,
-        for at most DRAIN_MS, say what happened, go offline."""
+        """A clean stop (end of a simulated run, Ctrl-C on the unix port, a reboot): send
+        what is unsent, for at most DRAIN_MS, say what happened, go offline. Records the
+        collector has not acknowledged yet are with it (the broker acknowledged them)."""
         deadline = time.ticks_add(time.ticks_ms(), DRAIN_MS)
-        while self.ring.count() and time.ticks_diff(deadline, time.ticks_ms()) > 0:
+        while self.ring.unsent() and time.ticks_diff(deadline, time.ticks_ms()) > 0:
             self.link.service(self.hw.wifi_up(), flush=True)
             time.sleep_ms(5)
         self.publish_state(True)
@@ -191,8 +227,12 @@ class Node:
             "last_slot": self.sampler.last_slot + wire.EPOCH_UNIX,
             "produced": self.ring.next,
             "dropped": self.ring.dropped,
-            "unsent": self.ring.count(),
+            "unsent": self.ring.unsent(),
+            "unacked": self.ring.count(),
             "batches": self.link.batches,
+            "acks": self.link.acks,
+            "resends": self.link.resends,
+            "bad_acks": self.link.bad_acks,
             "bytes_sent": self.link.bytes_sent,
             "energy_wh": self.sampler.energy_wh,
             "energy_from": self.energy.source,

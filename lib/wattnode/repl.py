@@ -44,13 +44,6 @@ def _board():
     return cfgfile.read_json(BOARD, [])
 
 
-def _write_config(raw):
-    tmp = CONFIG + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(raw, f)
-    os.rename(tmp, CONFIG)
-
-
 def status():
     cfg, problems = _cfg()
     board = _board()
@@ -159,7 +152,7 @@ def config(key=None, value=None):
     if problems:
         print("not saved: " + "; ".join(problems))
         return problems
-    _write_config(raw)
+    cfgfile.save(raw, CONFIG)
     print("saved %s = %s; reboot() to apply" % (key, json.dumps(checked[key])))
     return []
 
@@ -206,7 +199,7 @@ def calibrate(power=None, voltage=None, current=None, point=False, seconds=10):
         print("not saved: " + "; ".join(bad))
         return None
     raw["calibration"] = cal
-    _write_config(raw)
+    cfgfile.save(raw, CONFIG)
     print("saved calibration %s; reboot() to apply" % json.dumps(cal))
     return cal
 

@@ -68,7 +68,7 @@ def main(config_path="config.json", board_path="board.json"):
     from wattnode.node import Node
     hw = hal.load(board, cfg)
     global node
-    node = Node(cfg, board, hw, problems, meter_ok, ring, lambda: set_crash_count(0))
+    node = Node(cfg, board, hw, problems, meter_ok, ring, lambda: set_crash_count(0), config_path)
     print("wattnode %s: board %r, interval %d s, ring %d records"
           % (node.node_id, board.get("name"), cfg["interval_s"], ring.capacity))
     try:
@@ -78,8 +78,9 @@ def main(config_path="config.json", board_path="board.json"):
     except Exception as e:  # the loop must not die quietly: record it, then reset
         out = io.StringIO()
         sys.print_exception(e, out)
-        text = "crash at node time %d after %d slots:\n%s" % (
-            hw.clock.time_s(), ring.next, out.getvalue())
+        text = "crash at node time %d after %d readings, %d of them unsent (%d never sent):\n%s" % (
+            hw.clock.time_s(), ring.next, ring.unsent(), ring.next - node.link.sent_top,
+            out.getvalue())
         print(text)
         log_crash(text)
         set_crash_count(crash_count() + 1)

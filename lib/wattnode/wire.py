@@ -1,19 +1,22 @@
 """wire.py - the byte layout of a batch of readings, shared by the node and the collector.
 
-A batch is one MQTT payload on wattlog/<node>/readings: a 20-byte header followed by `count`
+A batch is one MQTT payload on wattlog/<node>/readings: a 24-byte header followed by `count`
 16-byte records, all little-endian. The node's ring stores records exactly as they are sent,
 so a batch is the header plus a slice of the ring.
 
-Header (HEADER_SIZE = 20)
+Header (HEADER_SIZE = 24)
   off size type  field        meaning
-   0   1   u8    version      VERSION (1); a decoder refuses any other
+   0   1   u8    version      VERSION (2); a decoder refuses any other
    1   1   u8    record_size  RECORD_SIZE (16); a decoder refuses any other
    2   2   u16   count        records that follow (1..MAX_COUNT)
    4   2   u16   interval_s   slot length in seconds, 1..3600
    6   2   u16   reserved     0
    8   4   u32   boot         random number drawn at each node boot
   12   4   u32   seq          sequence number of the first record (counts from 0 each boot)
-  16   4   u32   dropped      records the node's ring overwrote unsent since boot
+  16   4   u32   dropped      records the node's ring overwrote unacknowledged since boot
+  20   4   u32   held         oldest seq the node still holds: records below it are gone
+                              from its ring (acknowledged, or dropped), so asking for them
+                              again is pointless (the collector's gap accounting needs this)
 
 Record (RECORD_SIZE = 16)
   off size type  field        meaning                                     missing value
@@ -37,8 +40,8 @@ except ImportError:  # CPython: the collector imports this module too
     def const(x):
         return x
 
-VERSION = const(1)
-HEADER_SIZE = const(20)
+VERSION = const(2)
+HEADER_SIZE = const(24)
 RECORD_SIZE = const(16)
 MAX_COUNT = const(4096)
 MAX_INTERVAL_S = const(3600)
@@ -48,22 +51,22 @@ POWER_MISSING = const(-2147483648)
 ENERGY_MISSING = const(0xFFFFFFFF)
 U16_MISSING = const(0xFFFF)
 
-HEADER_FMT = "<BBHHHIII"
+HEADER_FMT = "<BBHHHIIII"
 RECORD_FMT = "<IiIHH"
 
 
 class BatchError(ValueError):
     """A malformed batch: `kind` is one word (truncated, oversized, version, record-size,
-    count, interval), str() says what is wrong in words."""
+    count, interval, held), str() says what is wrong in words."""
 
     def __init__(self, kind, message):
         super().__init__(message)
         self.kind = kind
 
 
-def pack_header(buf, off, count, interval_s, boot, seq, dropped):
+def pack_header(buf, off, count, interval_s, boot, seq, dropped, held):
     struct.pack_into(HEADER_FMT, buf, off, VERSION, RECORD_SIZE, count, interval_s, 0,
-                     boot, seq, dropped)
+                     boot, seq, dropped, held)
 
 
 def pack_record(buf, off, t_s, power_dw, energy_wh, voltage_cv, current_ma):
@@ -71,12 +74,14 @@ def pack_record(buf, off, t_s, power_dw, energy_wh, voltage_cv, current_ma):
 
 
 def decode_header(data):
-    """(count, interval_s, boot, seq, dropped) of a whole batch; BatchError saying what is wrong."""
+    """(count, interval_s, boot, seq, dropped, held) of a whole batch; BatchError saying what
+    is wrong."""
     n = len(data)
     if n < HEADER_SIZE:
         raise BatchError("truncated", "truncated: %d bytes, shorter than the %d-byte header"
                          % (n, HEADER_SIZE))
-    version, rsize, count, interval_s, _, boot, seq, dropped = struct.unpack_from(HEADER_FMT, data, 0)
+    version, rsize, count, interval_s, _, boot, seq, dropped, held = \
+        struct.unpack_from(HEADER_FMT, data, 0)
     if version != VERSION:
         raise BatchError("version", "unknown format version %d (this collector reads version %d)"
                          % (version, VERSION))
@@ -91,7 +96,10 @@ def decode_header(data):
                          % (kind, count, count * RECORD_SIZE, body))
     if interval_s < 1 or interval_s > MAX_INTERVAL_S:
         raise BatchError("interval", "interval %d s outside 1..%d" % (interval_s, MAX_INTERVAL_S))
-    return count, interval_s, boot, seq, dropped
+    if held > seq:
+        raise BatchError("held", "the node says it holds nothing before seq %d, yet sends %d"
+                         % (held, seq))
+    return count, interval_s, boot, seq, dropped, held
 
 
 def unpack_record(data, i):

@@ -47,6 +47,37 @@ class TestRing(unittest.TestCase):
         self.assertEqual(r.offset(r.first), 0)
         self.assertEqual(r.peek(100), 3)
 
+    def test_sent_records_stay_until_released(self):
+        """Sending moves `sent`, not `first`: a sent record is held until the collector's ack
+        releases it; rewind resends from an earlier seq but never from a freed one."""
+        r = Ring(8)
+        for i in range(6):
+            r.append(i, 0, 0, 0, 0)
+        self.assertEqual((r.peek(4), r.offset(r.sent)), (4, 0))
+        r.sent_to(4)
+        self.assertEqual((r.first, r.sent, r.unsent(), r.count()), (0, 4, 2, 6))
+        self.assertEqual(r.peek(100), 2)
+        r.release(3)                 # the collector has 0..2 on disk
+        r.rewind(1)                  # asked again from 1: 1 and 2 are gone, so from 3
+        self.assertEqual((r.first, r.sent), (3, 3))
+        r.sent_to(99)                # never beyond what exists
+        self.assertEqual(r.sent, 6)
+        r.rewind(5)
+        self.assertEqual(r.sent, 5)
+        r.release(6)                 # an ack past `sent` (sent before a reconnect) moves it on
+        self.assertEqual((r.first, r.sent, r.unsent()), (6, 6, 0))
+
+    def test_full_ring_drops_unsent_records_too(self):
+        """A full ring drops its oldest record whether or not it was sent, and `sent` follows."""
+        r = Ring(4)
+        for i in range(6):
+            r.append(i, 0, 0, 0, 0)
+        self.assertEqual((r.first, r.sent, r.unsent()), (2, 2, 4))
+        r.sent_to(5)
+        r.append(6, 0, 0, 0, 0)
+        r.append(7, 0, 0, 0, 0)
+        self.assertEqual((r.first, r.sent, r.dropped), (4, 5, 4))
+
     def test_full_ring_drops_the_oldest_and_counts(self):
         """When full, append overwrites the oldest record, returns True and counts the drop."""
         r = Ring(4)
@@ -65,7 +96,9 @@ class TestRing(unittest.TestCase):
             for i in range(40):
                 r.append(i * 10, -i, i, 23000, 100)
                 if r.peek(8) and r.count() > 10:
-                    r.release(r.first + r.peek(8) + r.offset(0))
+                    r.sent_to(r.sent + r.peek(8))
+                    r.rewind(r.sent - 1)
+                    r.release(r.first + 2 + r.offset(0))
         except MemoryError:
             errors = 1
         micropython.heap_unlock()

@@ -1,5 +1,6 @@
 """test_wire.py - the wire format gives the documented bytes and refuses malformed batches."""
 
+import struct
 import unittest
 
 from wattnode import wire
@@ -10,19 +11,19 @@ V = vectors.load()
 
 class TestWire(unittest.TestCase):
     def test_sizes_fit_the_design(self):
-        """A record is at most 16 bytes (DESIGN.md) and the header is 20."""
+        """A record is at most 16 bytes (DESIGN.md); the formats are as long as the sizes say."""
         self.assertTrue(wire.RECORD_SIZE <= 16)
-        buf = bytearray(wire.HEADER_SIZE + wire.RECORD_SIZE)
-        wire.pack_header(buf, 0, 1, 10, 0, 0, 0)
-        wire.pack_record(buf, wire.HEADER_SIZE, 0, 0, 0, 0, 0)
-        self.assertEqual(len(buf), 36)
+        self.assertEqual(struct.calcsize(wire.RECORD_FMT), wire.RECORD_SIZE)
+        self.assertEqual(struct.calcsize(wire.HEADER_FMT), wire.HEADER_SIZE)
+        self.assertEqual(wire.HEADER_SIZE, 24)
 
     def test_encoding_gives_the_vector_bytes(self):
         """Packing a vector's fields gives exactly its bytes."""
         for v in V["batches"]:
             h = v["header"]
             buf = bytearray(wire.HEADER_SIZE + h["count"] * wire.RECORD_SIZE)
-            wire.pack_header(buf, 0, h["count"], h["interval_s"], h["boot"], h["seq"], h["dropped"])
+            wire.pack_header(buf, 0, h["count"], h["interval_s"], h["boot"], h["seq"], h["dropped"],
+                             h["held"])
             for i, r in enumerate(v["records"]):
                 wire.pack_record(buf, wire.HEADER_SIZE + i * wire.RECORD_SIZE, *r)
             self.assertEqual(bytes(buf), v["bytes"], v["name"])
@@ -32,7 +33,8 @@ class TestWire(unittest.TestCase):
         for v in V["batches"]:
             h = v["header"]
             got = wire.decode_header(v["bytes"])
-            self.assertEqual(got, (h["count"], h["interval_s"], h["boot"], h["seq"], h["dropped"]))
+            self.assertEqual(got, (h["count"], h["interval_s"], h["boot"], h["seq"], h["dropped"],
+                                  h["held"]))
             for i, r in enumerate(v["records"]):
                 self.assertEqual(list(wire.unpack_record(v["bytes"], i)), r)
 

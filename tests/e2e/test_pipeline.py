@@ -126,12 +126,12 @@ def test_a_plug_stopped_cleanly_sends_what_it_holds(broker, collectors, simnodes
 
 def test_the_node_runs_in_a_limited_heap(broker, collectors, simnodes, tmp_path):
     """The whole node with its 48 KiB ring, a BL0937 driver and the simulated chip, run from
-    the .mpy files a plug runs, in a 176 KiB heap (tools/bench/heap measures 160-163 KiB on
+    the .mpy files a plug runs, in a 188 KiB heap (tools/bench/heap measures 173-175 KiB on
     this 64-bit port; see the README for what that means on an ESP32)."""
     subprocess.run([str(REPO / "tools" / "build")], check=True, capture_output=True, timeout=300)
     collector = collectors(broker.url, tmp_path / "data", commit_interval=300)
     collector.wait_for("listening on")
-    s = simnodes(broker.port, "tight", "--mpy", "--heap-kib", 176, "--board", "devkit-bl0937",
+    s = simnodes(broker.port, "tight", "--mpy", "--heap-kib", 188, "--board", "devkit-bl0937",
                  "--profile", "washer", "--start", aligned_past(3600), "--speed", 300).finish()
     assert s["unsent"] == 0 and s["produced"] >= 360
     assert collector.stop() == 0

@@ -19,10 +19,11 @@ def test_vectors_round_trip(v):
     """Encoding the fields gives the vector bytes; decoding the bytes gives the fields."""
     h = v["header"]
     assert wire.decode_header(raw(v)) == (h["count"], h["interval_s"], h["boot"], h["seq"],
-                                          h["dropped"])
+                                          h["dropped"], h["held"])
     assert [list(wire.unpack_record(raw(v), i)) for i in range(h["count"])] == v["records"]
     buf = bytearray(len(raw(v)))
-    wire.pack_header(buf, 0, h["count"], h["interval_s"], h["boot"], h["seq"], h["dropped"])
+    wire.pack_header(buf, 0, h["count"], h["interval_s"], h["boot"], h["seq"], h["dropped"],
+                     h["held"])
     for i, r in enumerate(v["records"]):
         wire.pack_record(buf, wire.HEADER_SIZE + i * wire.RECORD_SIZE, *r)
     assert bytes(buf) == raw(v)

@@ -126,9 +126,10 @@ class _Sink:
 def batch_figures(batches=500):
     sink = _Sink()
     cfg = {"base_topic": "wattlog", "broker": {"host": "127.0.0.1", "port": sink.port,
-           "user": None, "password": None}, "batch_max": 64, "batch_wait_s": 0}
+           "user": None, "password": None}, "batch_max": 64, "batch_wait_s": 0,
+           "discovery_prefix": "homeassistant"}
     ring = Ring(3072)
-    link = Link("plug-34ea34797bff", cfg, ring, 10, 12345, lambda n: b"\x00" * n)
+    link = Link("plug-34ea34797bff", cfg, ring, 10, 12345, lambda n: b"\x00" * n, {})
     sock = socket.socket()
     sock.connect(socket.getaddrinfo("127.0.0.1", sink.port)[0][-1])
     sink.accept()
@@ -141,7 +142,8 @@ def batch_figures(batches=500):
             ring.append(k * 640 + i * 10, 1000, 1, 23000, 500)
         link._send_batch()
         sent += 64
-        ring.release(ring.first + link._inflight_n)  # what the PUBACK would do
+        ring.sent_to(ring.sent + link._inflight_n)  # what the PUBACK would do
+        ring.release(ring.sent)                     # and the collector's ack
         link._inflight_n = 0
         sink.drain()
     us = time.ticks_diff(time.ticks_us(), t0)

@@ -1,0 +1,109 @@
+"""plug.py - `wattlog plug on|off|toggle|status NODE`: switch a plug or read its state over MQTT
+(what the seed did with `broadlink_cli --turnon / --turnoff / --energy`, minus the cloud).
+
+It reads the plug's retained <base>/<node>/status and state, publishes ON / OFF / TOGGLE on
+<base>/<node>/relay/set, and waits for the state that shows the relay switched: a command is
+done when the plug says so, not when it was sent. An offline plug, or one that does not
+answer within the timeout, is an error (exit status 1) in words.
+"""
+
+import json
+import os
+import queue
+import time
+
+import paho.mqtt.client as mqtt
+
+from wattlog.collector import parse_broker
+
+
+class PlugError(Exception):
+    pass
+
+
+def describe(node, state, online):
+    def num(key, fmt):
+        v = state.get(key)
+        return "-" if v is None else fmt % v
+    return "%s: relay %s, %s W, %s V, %s A, %s kWh at %s%s" % (
+        node, state.get("relay", "?"), num("power", "%.1f"), num("voltage", "%.1f"),
+        num("current", "%.3f"), num("energy", "%.3f"),
+        time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(state["time"])) if state.get("time")
+        else "?", "" if online else " (offline: last known state)")
+
+
+def run(action, node, broker_url, base_topic="wattlog", timeout_s=10.0):
+    host, port, user, password = parse_broker(broker_url)
+    base = "%s/%s/" % (base_topic, node)
+    got = queue.Queue()
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2,
+                         client_id="wattlog-plug-%d" % os.getpid(), protocol=mqtt.MQTTv311)
+    if user is not None:
+        client.username_pw_set(user, password)
+    client.on_message = lambda c, u, m: got.put((m.topic, m.payload))
+    client.on_connect = lambda c, u, f, rc, p: got.put(("connect", rc))
+    try:
+        client.connect(host, port, keepalive=30)
+    except OSError as e:
+        raise PlugError("cannot reach the broker at %s:%d (%s)" % (host, port, e)) from None
+    client.loop_start()
+    try:
+        return _talk(client, got, action, node, base, timeout_s)
+    finally:
+        client.loop_stop()
+        client.disconnect()
+
+
+def _talk(client, got, action, node, base, timeout_s):
+    deadline = time.monotonic() + timeout_s
+    status, state = None, None
+
+    def next_message():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        try:
+            return got.get(timeout=left)
+        except queue.Empty:
+            return None
+
+    msg = next_message()
+    if msg is None or msg[0] != "connect" or msg[1].is_failure:
+        raise PlugError("the broker did not accept us (%s)" % (msg[1] if msg else "no answer"))
+    client.subscribe([(base + "status", 1), (base + "state", 1)])
+    settle = time.monotonic() + min(1.0, timeout_s)  # retained messages come at once
+    while (status is None or state is None) and time.monotonic() < settle:
+        msg = next_message()
+        if msg is None:
+            break
+        status, state = _take(msg, base, status, state)
+    if status is None and state is None:
+        raise PlugError("no plug %r has ever reported on %s (is the node id right?)"
+                        % (node, base + "state"))
+    online = status == b"online"
+    if action == "status":
+        return describe(node, state or {}, online)
+    if not online:
+        raise PlugError("%s is offline; the relay cannot be switched now" % node)
+    before = (state or {}).get("relay")
+    want = {"on": "ON", "off": "OFF"}.get(action) or ("OFF" if before == "ON" else "ON")
+    client.publish(base + "relay/set", want if action != "toggle" else "TOGGLE", qos=1)
+    while True:
+        msg = next_message()
+        if msg is None:
+            raise PlugError("%s did not confirm relay %s within %.0f s" % (node, want, timeout_s))
+        status, state = _take(msg, base, status, state)
+        if state and state.get("relay") == want and msg[0] == base + "state":
+            return describe(node, state, True)
+
+
+def _take(msg, base, status, state):
+    topic, payload = msg
+    if topic == base + "status":
+        return payload, state
+    if topic == base + "state":
+        try:
+            return status, json.loads(payload)
+        except ValueError:
+            return status, state
+    return status, state
