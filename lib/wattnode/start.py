@@ -78,9 +78,10 @@ def main(config_path="config.json", board_path="board.json"):
     except Exception as e:  # the loop must not die quietly: record it, then reset
         out = io.StringIO()
         sys.print_exception(e, out)
-        text = "crash at node time %d after %d readings, %d of them unsent (%d never sent):\n%s" % (
-            hw.clock.time_s(), ring.next, ring.unsent(), ring.next - node.link.sent_top,
-            out.getvalue())
+        text = ("crash at node time %d after %d readings from slot %d, %d of them unsent (%d "
+                "never sent):\n%s") % (hw.clock.time_s(), ring.next,
+                                       node._first_slot + wire.EPOCH_UNIX, ring.unsent(),
+                                       ring.next - node.link.sent_top, out.getvalue())
         print(text)
         log_crash(text)
         set_crash_count(crash_count() + 1)

@@ -42,3 +42,19 @@ def simnodes():
     yield start
     for n in started:
         n.stop()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The fault suite's table (test_faults.py), also kept in build/test-results/faults.txt."""
+    import test_faults
+    if not test_faults.ROWS:
+        return
+    lines = ["%-58s %9s %9s %6s %7s" % ("fault scenario", "produced", "stored", "lost", "time s")]
+    for scenario, produced, stored, lost, seconds in test_faults.ROWS:
+        lines.append("%-58s %9d %9d %6d %7.0f" % (scenario, produced, stored, lost, seconds))
+    terminalreporter.write_sep("-", "fault suite: readings produced / stored / lost")
+    for line in lines:
+        terminalreporter.write_line(line)
+    out = REPO / "build" / "test-results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "faults.txt").write_text("\n".join(lines) + "\n")

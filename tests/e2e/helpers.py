@@ -89,11 +89,18 @@ class SimNode:
                 self.output = self.proc.communicate()[0]
 
 
+def summaries(output):
+    """Every summary line a node printed (one per clean stop or clean reboot), as dicts."""
+    return [json.loads(line[len("summary "):]) for line in output.splitlines()
+            if line.startswith("summary ")]
+
+
 def summary(output):
-    for line in output.splitlines():
-        if line.startswith("summary "):
-            return json.loads(line[len("summary "):])
-    raise AssertionError("no summary line in node output:\n%s" % output)
+    """The summary of the node's last run."""
+    found = summaries(output)
+    if not found:
+        raise AssertionError("no summary line in node output:\n%s" % output)
+    return found[-1]
 
 
 def wattlog(*argv):

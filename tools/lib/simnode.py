@@ -115,6 +115,17 @@ def write_flash(flash, args):
         json.dump(board, f, indent=1)
 
 
+def resume_clock(flash, start):
+    """A reset does not stop the world's clock: the node boots again at the node time the
+    run has reached (the simulated clock counts from sim.start, so move it on)."""
+    path = os.path.join(flash, "config.json")
+    with open(path) as f:
+        cfg = json.load(f)
+    cfg.setdefault("sim", {})["start"] = start
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=1)
+
+
 def _die_with_parent():
     """In the child: if this wrapper dies, even by SIGKILL, the node dies too (Linux)."""
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -146,7 +157,10 @@ def main():
             current[0].send_signal(signal.SIGINT)  # the unix port turns SIGINT into KeyboardInterrupt
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
+    launched = time.time()
     for boot in range(MAX_RESETS + 1):
+        if boot and args.start is not None:
+            resume_clock(flash, args.start + int((time.time() - launched) * args.speed))
         # its own process group: a Ctrl-C reaches it once, through forward(), not twice
         proc = subprocess.Popen(["micropython"] + heap + ["-c", launch], cwd=flash, env=env,
                                 start_new_session=True, preexec_fn=_die_with_parent)
