@@ -4,6 +4,8 @@
   wattlog feeds   --data DIR
   wattlog nodes   --data DIR
   wattlog plug    on|off|toggle|status NODE --broker mqtt://[USER:PASS@]HOST:PORT
+  wattlog provision --dir DIR --broker-host HOST [--port N] [--tls] NODE...
+Broker URLs: mqtt://... or, with TLS, mqtts://... and --ca CA.crt (wattlog provision makes one).
   wattlog export  --data DIR --feed NODE/CHANNEL|ID [--start T] [--end T] [--format csv|json]
 
 Times (T) are unix seconds, an ISO 8601 date or date-time (UTC unless it names a zone), or a
@@ -74,7 +76,7 @@ def cmd_collect(args):
         collector = Collector(args.data, args.broker, commit_interval_s=args.commit_interval,
                               base_topic=args.base_topic, client_id=args.client_id,
                               status_interval_s=args.status_interval,
-                              max_future_s=args.max_future)
+                              max_future_s=args.max_future, ca=args.ca)
     except (ValueError, RegistryError) as e:
         raise CliError(str(e)) from None
     collector.run()
@@ -133,9 +135,20 @@ def cmd_nodes(args):
 def cmd_plug(args):
     from wattlog.plug import PlugError, run  # paho is only needed here
     try:
-        print(run(args.action, args.node, args.broker, args.base_topic, args.timeout))
+        print(run(args.action, args.node, args.broker, args.base_topic, args.timeout, args.ca))
     except (PlugError, ValueError) as e:
         raise CliError(str(e)) from None
+
+
+def cmd_provision(args):
+    from wattlog.provision import ProvisionError, main_text, provision
+    try:
+        creds = provision(args.dir, args.nodes, args.broker_host, args.port, args.tls,
+                          progress=lambda text: print(text, file=sys.stderr))
+    except ProvisionError as e:
+        raise CliError(str(e)) from None
+    print(main_text(creds, args.dir, args.broker_host, args.port or (8883 if args.tls else 1883),
+                    args.tls))
 
 
 def _value_text(v):
@@ -200,6 +213,7 @@ def build_parser():
                    help="seconds readings may wait in memory before they are written "
                         "(default %(default)s)")
     c.add_argument("--base-topic", default="wattlog")
+    c.add_argument("--ca", help="CA certificate file for an mqtts:// broker")
     c.add_argument("--client-id", default="wattlog-collector")
     c.add_argument("--status-interval", type=float, default=60.0, metavar="S",
                    help="seconds between status lines in the log (default %(default)s)")
@@ -221,9 +235,18 @@ def build_parser():
     g.add_argument("--broker", default="mqtt://127.0.0.1:1883",
                    help="mqtt://[USER:PASS@]HOST[:PORT] (default %(default)s)")
     g.add_argument("--base-topic", default="wattlog")
+    g.add_argument("--ca", help="CA certificate file for an mqtts:// broker")
     g.add_argument("--timeout", type=float, default=10.0, metavar="S",
                    help="seconds to wait for the plug's answer (default %(default)s)")
     g.set_defaults(func=cmd_plug)
+
+    v = sub.add_parser("provision", help="credentials, ACL, broker config and node configs")
+    v.add_argument("--dir", required=True, help="where the files go (kept between runs)")
+    v.add_argument("--broker-host", required=True, help="the broker's address, as plugs reach it")
+    v.add_argument("--port", type=int, help="listener port (default 1883, 8883 with --tls)")
+    v.add_argument("--tls", action="store_true", help="make a CA and a server certificate")
+    v.add_argument("nodes", nargs="+", metavar="NODE", help="node ids to provision")
+    v.set_defaults(func=cmd_provision)
 
     e = sub.add_parser("export", help="print one feed as CSV or JSON")
     e.add_argument("--data", required=True)

@@ -40,20 +40,34 @@ log = logging.getLogger("wattlog")
 PAGE_SLOTS = 4096 // 4
 
 
+def client_for(url, client_id, ca=None, **kw):
+    """A paho client set up for the broker URL (credentials, TLS with the CA file for mqtts);
+    returns (client, host, port)."""
+    host, port, user, password = parse_broker(url)
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
+                         protocol=mqtt.MQTTv311, **kw)
+    if user is not None:
+        client.username_pw_set(user, password)
+    if url.startswith("mqtts://"):
+        client.tls_set(ca_certs=ca)  # the system's CAs when no CA file is given
+    return client, host, port
+
+
 def parse_broker(url):
-    """mqtt://[USER:PASS@]HOST[:PORT] -> (host, port, user, password)."""
+    """mqtt[s]://[USER:PASS@]HOST[:PORT] -> (host, port, user, password); mqtts is TLS."""
     parts = urllib.parse.urlsplit(url if "://" in url else "mqtt://" + url)
-    if parts.scheme != "mqtt" or not parts.hostname:
-        raise ValueError("broker %r: expected mqtt://[USER:PASS@]HOST[:PORT]" % url)
-    return (parts.hostname, parts.port or 1883,
+    if parts.scheme not in ("mqtt", "mqtts") or not parts.hostname:
+        raise ValueError("broker %r: expected mqtt://[USER:PASS@]HOST[:PORT] (mqtts:// for TLS)"
+                         % url)
+    return (parts.hostname, parts.port or (8883 if parts.scheme == "mqtts" else 1883),
             urllib.parse.unquote(parts.username) if parts.username else None,
             urllib.parse.unquote(parts.password) if parts.password else None)
 
 
 class Collector:
     def __init__(self, data_dir, broker_url, commit_interval_s=300.0, base_topic="wattlog",
-                 client_id="wattlog-collector", status_interval_s=60.0, max_future_s=3600):
-        self.host, self.port, user, password = parse_broker(broker_url)
+                 client_id="wattlog-collector", status_interval_s=60.0, max_future_s=3600,
+                 ca=None):
         self.commit_interval_s = commit_interval_s
         self.status_interval_s = status_interval_s
         self.base_topic = base_topic
@@ -62,10 +76,8 @@ class Collector:
         self.nodes = Nodes(self.committer.nodes, self.complaints)
         self.ingest = Ingest(self.complaints, self._feed_interval, self.nodes,
                              max_future_s=max_future_s)
-        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
-                                  clean_session=False, protocol=mqtt.MQTTv311)
-        if user is not None:
-            self.client.username_pw_set(user, password)
+        self.client, self.host, self.port = client_for(broker_url, client_id, ca,
+                                                       clean_session=False)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message

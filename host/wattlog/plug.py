@@ -12,9 +12,7 @@ import os
 import queue
 import time
 
-import paho.mqtt.client as mqtt
-
-from wattlog.collector import parse_broker
+from wattlog.collector import client_for
 
 
 class PlugError(Exception):
@@ -32,14 +30,10 @@ def describe(node, state, online):
         else "?", "" if online else " (offline: last known state)")
 
 
-def run(action, node, broker_url, base_topic="wattlog", timeout_s=10.0):
-    host, port, user, password = parse_broker(broker_url)
+def run(action, node, broker_url, base_topic="wattlog", timeout_s=10.0, ca=None):
     base = "%s/%s/" % (base_topic, node)
     got = queue.Queue()
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2,
-                         client_id="wattlog-plug-%d" % os.getpid(), protocol=mqtt.MQTTv311)
-    if user is not None:
-        client.username_pw_set(user, password)
+    client, host, port = client_for(broker_url, "wattlog-plug-%d" % os.getpid(), ca)
     client.on_message = lambda c, u, m: got.put((m.topic, m.payload))
     client.on_connect = lambda c, u, f, rc, p: got.put(("connect", rc))
     try:

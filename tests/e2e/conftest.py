@@ -1,5 +1,6 @@
-"""conftest.py - end-to-end fixtures: a private mosquitto on a free loopback port, and the
-collector and simulated plugs (helpers.py), each stopped when its test ends, pass or fail."""
+"""conftest.py - end-to-end fixtures: a private mosquitto on a free loopback port with
+authentication and the ACL on (tools/lib/broker.py), and the collector and simulated plugs
+(helpers.py), each stopped when its test ends, pass or fail."""
 
 import sys
 
@@ -32,11 +33,13 @@ def collectors():
 
 
 @pytest.fixture
-def simnodes():
+def simnodes(broker):
+    """start(port, node_id, *args, via=broker): a simulated plug logged in with its own
+    credentials, provisioned on `via` (the test's broker unless it runs another)."""
     started = []
 
-    def start(port, node_id, *args):
-        n = SimNode(port, node_id, *args)
+    def start(port, node_id, *args, via=None):
+        n = SimNode(port, node_id, *(list(args) + (via or broker).node_args(node_id)))
         started.append(n)
         return n
     yield start

@@ -4,17 +4,20 @@ keeps every good reading, and says what it refused in words, once per kind."""
 import sys
 import time
 
-import paho.mqtt.client as mqtt
-
 from helpers import REPO, aligned_past, wattlog
 
 sys.path.insert(0, str(REPO / "tests" / "host"))
 from batches import batch  # noqa: E402
 
+sys.path.insert(0, str(REPO / "tools" / "lib"))
+from broker import TEST_USER  # noqa: E402
 
-def publisher(port):
-    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="bad-input-test")
-    c.connect("127.0.0.1", port)
+
+def publisher(broker):
+    """A client allowed to publish anything (the broker's test user): what a misconfigured
+    broker, or a buggy plug before its ACL, could let through."""
+    c = broker.client("bad-input-test", user=TEST_USER)
+    c.connect("127.0.0.1", broker.port)
     c.loop_start()
     return c
 
@@ -35,7 +38,7 @@ def test_bad_input_is_counted_and_good_readings_kept(broker, collectors, tmp_pat
         ("wattlog/n1/readings", batch([(t + 3, 1, 1, 230, 0.1)]), "not a multiple of its 10 s interval"),
         ("wattlog/n1/readings", batch([(t + 20, 99999, 3, 230, 1)]), "no plug measures that"),
     ]
-    pub = publisher(broker.port)
+    pub = publisher(broker)
     try:
         for topic, payload, _ in cases + cases:  # every kind twice: said once a minute
             pub.publish(topic, payload, qos=1).wait_for_publish(5)

@@ -19,7 +19,6 @@ import signal
 import time
 
 import numpy as np
-import paho.mqtt.client as mqtt
 import pytest
 
 from helpers import summaries, wattlog
@@ -192,7 +191,7 @@ def test_nodes_rebooted_cleanly_and_by_crash(broker, collectors, simnodes, tmp_p
     plugs = start_plugs(simnodes, broker.port, names[:2], 40)
     plugs += start_plugs(simnodes, broker.port, names[2:], 40, "--crash-after", 1500)
     time.sleep(10)
-    cmd = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="faults-cmd")
+    cmd = broker.client("faults-cmd")
     cmd.connect("127.0.0.1", broker.port)
     cmd.loop_start()
     cmd.publish("wattlog/boot-a/cmd", json.dumps({"cmd": "reboot"}), qos=1).wait_for_publish(5)

@@ -8,21 +8,18 @@ import queue
 import signal
 import time
 
-import paho.mqtt.client as mqtt
-
 from helpers import aligned_past
 
 
 class Listener:
     count = 0
 
-    def __init__(self, port, topic):
+    def __init__(self, broker, topic):
         Listener.count += 1
         self.q = queue.Queue()
-        self.c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2,
-                             client_id="link-test-%d-%d" % (os.getpid(), Listener.count))
+        self.c = broker.client("link-test-%d-%d" % (os.getpid(), Listener.count))
         self.c.on_message = lambda c, u, m: self.q.put((m.topic, m.payload, m.retain))
-        self.c.connect("127.0.0.1", port)
+        self.c.connect("127.0.0.1", broker.port)
         self.c.subscribe(topic, qos=1)
         self.c.loop_start()
 
@@ -45,7 +42,7 @@ class Listener:
 def test_status_state_relay_and_last_will(broker, simnodes):
     node = simnodes(broker.port, "plug-l", "--profile", "constant:500", "--speed", 50,
                     "--start", aligned_past(60), "--then-realtime")
-    live = Listener(broker.port, "wattlog/plug-l/#")
+    live = Listener(broker, "wattlog/plug-l/#")
     try:
         live.wait("wattlog/plug-l/status", lambda p: p == b"online")
         state, _ = live.wait("wattlog/plug-l/state")
@@ -53,7 +50,7 @@ def test_status_state_relay_and_last_will(broker, simnodes):
         assert set(fields) == {"time", "power", "voltage", "current", "energy", "relay"}
         assert fields["power"] == 500.0 and fields["relay"] == "ON" and fields["time"] % 10 == 0
 
-        late = Listener(broker.port, "wattlog/plug-l/+")  # a newcomer sees the retained ones
+        late = Listener(broker, "wattlog/plug-l/+")  # a newcomer sees the retained ones
         assert late.wait("wattlog/plug-l/status")[1] is True
         assert late.wait("wattlog/plug-l/state")[1] is True
         late.close()
@@ -68,7 +65,7 @@ def test_status_state_relay_and_last_will(broker, simnodes):
 
         os.kill(node.firmware_pid(), signal.SIGKILL)  # no goodbye: the broker speaks for it
         live.wait("wattlog/plug-l/status", lambda p: p == b"offline")
-        late = Listener(broker.port, "wattlog/plug-l/status")
+        late = Listener(broker, "wattlog/plug-l/status")
         assert late.wait("wattlog/plug-l/status") == (b"offline", True)
         late.close()
     finally:

@@ -95,13 +95,14 @@ def test_export_prints_every_slot_with_its_value(broker, collectors, simnodes, t
 def test_collector_started_before_its_broker_waits_for_it(collectors, simnodes, tmp_path):
     """A Pi that boots the collector before mosquitto: it retries quietly, then collects."""
     port = free_port()
-    collector = collectors("mqtt://127.0.0.1:%d" % port, tmp_path / "data", commit_interval=300)
+    late = Broker(str(tmp_path / "mosquitto"), port=port)  # not started yet
+    collector = collectors(late.url, tmp_path / "data", commit_interval=300)
     collector.wait_for("cannot reach the broker")
     assert collector.proc.poll() is None
-    with Broker(str(tmp_path / "mosquitto"), port=port):
+    with late:
         collector.wait_for("listening on", timeout_s=40)
         start = aligned_past(600)
-        s = simnodes(port, "late", "--start", start, "--speed", 100).finish()
+        s = simnodes(port, "late", "--start", start, "--speed", 100, via=late).finish()
         assert collector.stop() == 0
     rows = wattlog("export", "--data", tmp_path / "data", "--feed", "late/power").splitlines()
     assert len(rows) - 1 == s["produced"] and rows[1] == "%d,1000" % start

@@ -5,8 +5,6 @@ and says what is wrong on the log topic."""
 import json
 import time
 
-import paho.mqtt.client as mqtt
-
 from helpers import aligned_past, wattlog
 
 
@@ -28,7 +26,7 @@ def test_crashes_restart_then_safe_mode(broker, simnodes, tmp_path):
 
 def test_a_broken_config_runs_on_defaults_and_says_why(broker, simnodes):
     seen = []
-    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="robust-test")
+    c = broker.client("robust-test")
     c.on_message = lambda cl, u, m: seen.append((m.topic, m.payload.decode()))
     c.connect("127.0.0.1", broker.port)
     c.subscribe("wattlog/odd/log")
@@ -74,7 +72,7 @@ def test_the_energy_total_survives_a_reset_and_a_power_cut(broker, simnodes, tmp
     says on its log how much it may be missing."""
     flash = tmp_path / "flash"
     seen = []
-    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="energy-test")
+    c = broker.client("energy-test")
     c.on_message = lambda cl, u, m: seen.append(m.payload.decode())
     c.connect("127.0.0.1", broker.port)
     c.subscribe("wattlog/steady/log")

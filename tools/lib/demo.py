@@ -2,7 +2,8 @@
 
     tools/demo [--nodes N] [--duration S] [--backfill S] [--data DIR]
 
-Starts a private mosquitto on a free loopback port, the collector writing to ./demo-data, and
+Starts a private mosquitto on a free loopback port (authentication and ACL on, as
+wattlog provision sets a real one up), the collector writing to ./demo-data, and
 N simulated plugs (washer, fridge, heat pump, in turn) running the real firmware on the
 MicroPython unix port. The plugs backfill the last 24 h at high speed (--backfill seconds of
 real time), then carry on in real time. It shows their progress, and stops everything in
@@ -23,7 +24,6 @@ import threading
 import time
 
 import numpy as np
-import paho.mqtt.client as mqtt
 
 from broker import Broker
 from wattlog.feeds import Registry
@@ -39,14 +39,14 @@ BARS = " ▁▂▃▄▅▆▇█"
 class Watch:
     """Listens on the broker like any other client: the plugs' states and readings."""
 
-    def __init__(self, port):
+    def __init__(self, broker):
         self.states = {}
         self.readings = 0
         self.payload_bytes = 0
         self.lock = threading.Lock()
-        self.c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="wattlog-demo-watch")
+        self.c = broker.client("wattlog-demo-watch")  # as Home Assistant logs in
         self.c.on_message = self._on_message
-        self.c.connect("127.0.0.1", port)
+        self.c.connect("127.0.0.1", broker.port)
         self.c.subscribe([("wattlog/+/state", 0), ("wattlog/+/readings", 0)])
         self.c.loop_start()
 
@@ -167,13 +167,13 @@ def main():
         stdout=subprocess.DEVNULL, stderr=open(os.path.join(logs, "collector.log"), "w"),
         start_new_session=True)
     wait_for_line(os.path.join(logs, "collector.log"), "listening on", collector)
-    watch = Watch(broker.port)
+    watch = Watch(broker)
     nodes = {}
     for i, name in enumerate(names):
         nodes[name] = subprocess.Popen(
             [os.path.join(REPO, "tools", "simnode"), "--id", name, "--broker",
              "127.0.0.1:%d" % broker.port, "--profile", PROFILES[i % 3], "--speed", str(speed),
-             "--start", str(start), "--then-realtime"],
+             "--start", str(start), "--then-realtime"] + broker.node_args(name),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
     stop = queue.Queue()
