@@ -54,8 +54,15 @@ def _save(node, cid, name, key, value):
     raw[key] = value
     problems = []
     config.load_dict(raw, problems)
-    if problems:
-        _answer(node, cid, "cmd %s: %s; nothing changed" % (name, "; ".join(problems)))
+    if problems:  # config.py says what it would fall back to; a command changes nothing
+        said = []
+        for p in problems:
+            p = p[13:] if p.startswith("config.json: ") else p
+            for tail in ("; using", "; running"):
+                if tail in p:
+                    p = p[:p.index(tail)]
+            said.append(p)
+        _answer(node, cid, "cmd %s: %s; nothing changed" % (name, "; ".join(said)))
         return
     try:
         config.save(raw, node.config_path)

@@ -1,0 +1,259 @@
+"""test_control.py - controlling plugs and what cannot be forged, against the real broker with
+its ACL: commands and their answers, `wattlog plug`, Home Assistant discovery, forged acks,
+a flood of commands, anonymous and cross-node access refused, a broker that never answers."""
+
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from helpers import aligned_past, wattlog
+from test_link import Listener
+
+# What Home Assistant requires of a device discovery payload (REFERENCE.md) and of the
+# components wattlog announces.
+DEVICE_KEYS = {"dev", "o", "cmps"}
+DEV_KEYS = {"identifiers", "name"}
+SWITCH_KEYS = {"p", "unique_id", "command_topic", "state_topic", "payload_on", "payload_off"}
+SENSOR_KEYS = {"p", "unique_id", "state_topic", "value_template", "unit_of_measurement",
+               "device_class", "state_class"}
+SENSORS = {"power": ("W", "measurement"), "voltage": ("V", "measurement"),
+           "current": ("A", "measurement"), "energy": ("kWh", "total_increasing")}
+
+
+def start_live(simnodes, broker, node_id, *extra):
+    return simnodes(broker.port, node_id, "--profile", "constant:500", "--speed", 20,
+                    "--start", aligned_past(60), "--then-realtime", *extra)
+
+
+def test_home_assistant_discovery_is_complete_and_resent(broker, simnodes):
+    ha = Listener(broker, "homeassistant/device/#")
+    try:
+        start_live(simnodes, broker, "ha-1")
+        payload, _ = ha.wait("homeassistant/device/ha-1/config")
+        d = json.loads(payload)
+        assert DEVICE_KEYS <= set(d) and DEV_KEYS <= set(d["dev"]) and d["o"]["name"]
+        assert d["availability_topic"] == "wattlog/ha-1/status"
+        relay = d["cmps"]["relay"]
+        assert SWITCH_KEYS <= set(relay) and relay["p"] == "switch"
+        assert relay["command_topic"] == "wattlog/ha-1/relay/set"
+        for cid, (unit, state_class) in SENSORS.items():
+            c = d["cmps"][cid]
+            assert SENSOR_KEYS <= set(c), (cid, set(c))
+            assert (c["p"], c["unit_of_measurement"], c["state_class"]) == ("sensor", unit, state_class)
+            assert c["value_template"] == "{{ value_json.%s }}" % cid
+        ids = [c["unique_id"] for c in d["cmps"].values()]
+        assert len(set(ids)) == len(ids)
+        late = Listener(broker, "homeassistant/device/ha-1/config")
+        assert late.wait("homeassistant/device/ha-1/config")[1] is True  # retained
+        late.close()
+        ha.c.publish("homeassistant/status", "online", qos=1)  # HA restarted: announce again
+        ha.wait("homeassistant/device/ha-1/config", timeout_s=10)
+    finally:
+        ha.close()
+
+
+def test_commands_are_answered_and_bad_ones_change_nothing(broker, simnodes, tmp_path):
+    flash = tmp_path / "flash"
+    node = start_live(simnodes, broker, "cmd-1", "--flash", flash)
+    log = Listener(broker, "wattlog/cmd-1/#")
+    try:
+        log.wait("wattlog/cmd-1/status", lambda p: p == b"online")
+        time.sleep(0.5)
+        before = (flash / "config.json").read_text()
+        bad = [b"not json", b"[1, 2]", json.dumps({"cmd": "explode"}).encode(),
+               json.dumps({"cmd": "interval", "interval_s": 0}).encode(),
+               json.dumps({"cmd": "interval"}).encode(),
+               json.dumps({"cmd": "calibration", "calibration": {"power_gain": 9}}).encode()]
+        answers = [b"is not a command", b"is not a command", b"unknown command",
+                   b"outside 1..3600; nothing changed", b"needs 'interval_s'",
+                   b"power_gain = 9 must be a number"]
+        for msg, answer in zip(bad, answers):
+            log.c.publish("wattlog/cmd-1/cmd", msg, qos=1)
+            got, _ = log.wait("wattlog/cmd-1/log", lambda p, a=answer: a in p)
+        assert (flash / "config.json").read_text() == before  # nothing changed
+        log.c.publish("wattlog/cmd-1/cmd", json.dumps({"cmd": "info", "id": 7}), qos=1)
+        got, _ = log.wait("wattlog/cmd-1/log", lambda p: p.startswith(b"info "))
+        info = json.loads(got[5:].rsplit(b" (id", 1)[0])
+        assert info["node"] == "cmd-1" and info["interval_s"] == 10 and b"(id 7)" in got
+        assert info["ring"]["capacity"] == 3072 and info["link"]["connects"] >= 1
+        log.c.publish("wattlog/cmd-1/cmd", json.dumps({"cmd": "interval", "interval_s": 30}), qos=1)
+        log.wait("wattlog/cmd-1/log", lambda p: b"saved interval_s = 30; rebooting" in p)
+        log.wait("wattlog/cmd-1/status", lambda p: p == b"online", timeout_s=20)  # back up
+        assert json.loads((flash / "config.json").read_text())["interval_s"] == 30
+        log.c.publish("wattlog/cmd-1/cmd", json.dumps({"cmd": "info"}), qos=1)
+        got, _ = log.wait("wattlog/cmd-1/log", lambda p: p.startswith(b"info "), timeout_s=20)
+        assert json.loads(got[5:])["interval_s"] == 30
+    finally:
+        log.close()
+    node.stop()
+    assert "simnode: the node reset itself" in node.output
+
+
+def test_wattlog_plug_switches_and_reads_a_plug(broker, simnodes):
+    start_live(simnodes, broker, "cli-1")
+    Listener(broker, "wattlog/cli-1/state").wait("wattlog/cli-1/state")
+    url = broker.url.replace(broker.url.split("//")[1].split("@")[0],
+                             "wattlog-operator:" + broker.creds["wattlog-operator"])
+    out = wattlog("plug", "off", "cli-1", "--broker", url)
+    assert out.startswith("cli-1: relay OFF")
+    out = wattlog("plug", "toggle", "cli-1", "--broker", url)
+    assert out.startswith("cli-1: relay ON") and "500.0 W" in wattlog("plug", "status", "cli-1",
+                                                                      "--broker", url)
+    with pytest.raises(Exception) as e:
+        wattlog("plug", "on", "no-such-plug", "--broker", url, "--timeout", 2)
+    assert "no plug 'no-such-plug' has ever reported" in e.value.stderr
+
+
+def test_forged_and_malformed_acks_free_nothing(broker, collectors, simnodes, tmp_path):
+    """No collector runs, so nothing may be freed; forged acks (garbage, another boot, a seq
+    past what was sent) are published by the test user, who may publish anything."""
+    from broker import TEST_USER
+    node = simnodes(broker.port, "forge", "--profile", "constant:500", "--speed", 50,
+                    "--start", aligned_past(1800))
+    forger = broker.client("forger", user=TEST_USER)
+    forger.connect("127.0.0.1", broker.port)
+    forger.loop_start()
+    log = Listener(broker, "wattlog/forge/log")
+    try:
+        time.sleep(3)  # the plug is up and sending
+        for payload in (b"\xff\xfe", b"[]", b'{"boot": "x", "seq": 1}',
+                        b'{"boot": 1, "seq": 999999}', b'{"boot": 1, "seq": 5}'):
+            forger.publish("wattlog/forge/ack", payload, qos=1)
+        log.wait("wattlog/forge/log", lambda p: b"is not what the collector sends" in p)
+        s = node.finish()
+    finally:
+        forger.loop_stop()
+        log.close()
+    assert s["acks"] == 0 and s["bad_acks"] >= 3
+    assert s["unacked"] == s["produced"]  # every reading still held
+
+
+def test_forged_ack_for_the_right_boot_but_past_what_was_sent(broker, simnodes):
+    """The boot id is random; a forger who read it from a batch still cannot free readings
+    the node has not sent: a seq past them is refused."""
+    from broker import TEST_USER
+    from wattnode import wire
+    seen = {}
+    spy = broker.client("spy", user=TEST_USER)
+    spy.on_message = lambda c, u, m: seen.setdefault("hdr", wire.decode_header(m.payload))
+    spy.connect("127.0.0.1", broker.port)
+    spy.subscribe("wattlog/forge2/readings", qos=1)
+    spy.loop_start()
+    node = simnodes(broker.port, "forge2", "--profile", "constant:500", "--speed", 50,
+                    "--start", aligned_past(1800), "--batch-max", 8)
+    deadline = time.monotonic() + 20
+    while "hdr" not in seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+    boot = seen["hdr"][2]
+    spy.publish("wattlog/forge2/ack", json.dumps({"boot": boot, "seq": 10 ** 6}), qos=1)
+    spy.publish("wattlog/forge2/ack", json.dumps({"boot": boot, "seq": 0, "resend": 10 ** 6}), qos=1)
+    s = node.finish()
+    spy.loop_stop()
+    assert s["bad_acks"] == 2 and s["unacked"] == s["produced"], s
+
+
+def test_a_command_flood_does_not_starve_sampling(broker, collectors, simnodes, tmp_path):
+    data = tmp_path / "data"
+    c = collectors(broker.url, data, commit_interval=5)
+    c.wait_for("listening on")
+    node = simnodes(broker.port, "flood", "--profile", "constant:500", "--speed", 100,
+                    "--start", aligned_past(2000))
+    flooder = broker.client("flooder")
+    flooder.connect("127.0.0.1", broker.port)
+    flooder.loop_start()
+    stop = threading.Event()
+
+    def flood():
+        n = 0
+        while not stop.is_set():
+            flooder.publish("wattlog/flood/cmd", b"garbage %d" % n)
+            flooder.publish("wattlog/flood/relay/set", b"MAYBE")
+            n += 1
+            if n % 50 == 0:
+                time.sleep(0.01)
+    t = threading.Thread(target=flood)
+    t.start()
+    try:
+        s = node.finish(timeout_s=90)
+    finally:
+        stop.set()
+        t.join()
+        flooder.loop_stop()
+    assert c.stop() == 0
+    rows = wattlog("export", "--data", data, "--feed", "flood/power").splitlines()
+    assert s["produced"] >= 199 and len(rows) - 1 == s["produced"]
+    assert all(r.endswith(",500") for r in rows[1:])
+
+
+def test_the_acl_refuses_anonymous_and_cross_node_access(broker, simnodes):
+    import paho.mqtt.client as mqtt
+    anon = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="anon")
+    refused = []
+    anon.on_connect = lambda c, u, f, rc, p: refused.append(rc.is_failure)
+    anon.connect("127.0.0.1", broker.port)
+    anon.loop_start()
+    deadline = time.monotonic() + 5
+    while not refused and time.monotonic() < deadline:
+        time.sleep(0.05)
+    anon.loop_stop()
+    assert refused == [True]
+
+    start_live(simnodes, broker, "victim")
+    broker.node_args("mallory")
+    watch = Listener(broker, "wattlog/#")
+    mallory = broker.client("mallory", user="mallory")
+    mallory.connect("127.0.0.1", broker.port)
+    mallory.loop_start()
+    try:
+        watch.wait("wattlog/victim/state", lambda p: json.loads(p)["relay"] == "ON")
+        mallory.publish("wattlog/victim/readings", b"\x02\x10forged", qos=1).wait_for_publish(5)
+        mallory.publish("wattlog/victim/relay/set", b"OFF", qos=1).wait_for_publish(5)
+        mallory.publish("wattlog/mallory/readings", b"own topic", qos=1).wait_for_publish(5)
+        watch.wait("wattlog/mallory/readings")  # its own topic passes: the ACL is what stops it
+        time.sleep(1)
+        seen = []
+        while not watch.q.empty():
+            seen.append(watch.q.get())
+        assert not [m for m in seen if m[0] == "wattlog/victim/readings" and b"forged" in m[1]]
+        assert not [m for m in seen if m[0] == "wattlog/victim/relay/set"]
+        state = [json.loads(m[1]) for m in seen if m[0] == "wattlog/victim/state"]
+        assert all(s["relay"] == "ON" for s in state)
+    finally:
+        mallory.loop_stop()
+        watch.close()
+
+
+def test_a_broker_that_never_answers_does_not_stop_the_plug(simnodes, broker):
+    """A listener that accepts and says nothing (no CONNACK, ever): umqtt.simple alone would
+    wait forever; the plug times out, backs off, keeps sampling and finishes its run."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    port = silent.getsockname()[1]
+    held = []
+    stop = threading.Event()
+
+    def accept():
+        silent.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(silent.accept()[0])
+            except OSError:
+                pass
+    t = threading.Thread(target=accept)
+    t.start()
+    try:
+        node = simnodes(port, "mute", "--profile", "constant:500", "--speed", 20,
+                        "--start", aligned_past(400))
+        s = node.finish(timeout_s=60)
+    finally:
+        stop.set()
+        t.join()
+        for c in held:
+            c.close()
+        silent.close()
+    assert held, "the plug never tried to connect"
+    assert s["produced"] >= 39 and s["batches"] == 0 and s["unsent"] == s["produced"]
