@@ -257,3 +257,36 @@ def test_a_broker_that_never_answers_does_not_stop_the_plug(simnodes, broker):
         silent.close()
     assert held, "the plug never tried to connect"
     assert s["produced"] >= 39 and s["batches"] == 0 and s["unsent"] == s["produced"]
+
+
+def test_tls_listener_with_the_provisioned_ca(tmp_path):
+    """The collector's client (client_for) reaches a TLS listener made with `wattlog provision
+    --tls`, verifying the broker against the CA it made, and refuses a broker it cannot verify."""
+    import queue
+    import ssl
+    from broker import Broker, free_port
+    from wattlog.collector import client_for
+    from wattlog.provision import make_tls
+    tls_dir = tmp_path / "tls"
+    tls_dir.mkdir()
+    make_tls(str(tls_dir), "127.0.0.1")
+    port = free_port()
+    extra = "listener %d 127.0.0.1\ncafile %s\ncertfile %s\nkeyfile %s\n" % (
+        port, tls_dir / "ca.crt", tls_dir / "server.crt", tls_dir / "server.key")
+    with Broker(str(tmp_path / "mosquitto"), extra_conf=extra) as b:
+        url = "mqtts://wattlog-operator:%s@127.0.0.1:%d" % (b.creds["wattlog-operator"], port)
+        results = []
+        for ca in (str(tls_dir / "ca.crt"), None):
+            client, host, p = client_for(url, "tls-test", ca)
+            got = queue.Queue()
+            client.on_connect = lambda c, u, f, rc, pr: got.put(not rc.is_failure)
+            try:
+                client.connect(host, p)
+            except ssl.SSLError:  # certificate verify failed: not our CA
+                results.append(False)
+                continue
+            client.loop_start()
+            results.append(got.get(timeout=5))
+            client.loop_stop()
+            client.disconnect()
+        assert results == [True, False]
