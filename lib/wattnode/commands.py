@@ -17,7 +17,7 @@ An optional "id" is echoed in the answer, so a tool can match answers to its com
 import gc
 import json
 
-from wattnode import config
+from wattnode import config, wire
 
 
 def _answer(node, cid, text):
@@ -79,8 +79,8 @@ def info(node):
     return {
         "node": node.node_id, "board": node.board_name, "chip": node.chip,
         "interval_s": s.interval_s, "boot": node.boot,
-        "uptime_s": node.uptime_s(), "time": node.keeper.now() + 1577836800 if
-        node.keeper.now() >= 0 else None, "time_from": node.keeper.source,
+        "uptime_s": node.uptime_s(), "time_from": node.keeper.source,
+        "time": node.keeper.now() + wire.EPOCH_UNIX if node.keeper.now() >= 0 else None,
         "relay": "ON" if node.controls.on else "OFF", "energy_wh": s.energy_wh,
         "ring": {"capacity": ring.capacity, "held": ring.count(), "unsent": ring.unsent(),
                  "dropped": ring.dropped, "produced": ring.next},
