@@ -3,7 +3,7 @@ down as `wattlog provision` locks a real one down: no anonymous clients, a user 
 ACL (host/wattlog/provision.py).
 
     with Broker() as b:        # b.port; b.url: the collector's mqtt://USER:PASS@127.0.0.1:<port>
-        b.node_args("plug-1")  # provisions plug-1: ["--user", "plug-1", "--password", ...]
+        b.node_args("plug-1")  # provisions plug-1: ["--user", "plug-1", "--password=..."]
         b.client("me")         # a paho client with the operator's credentials (HA, wattlog plug)
 It binds 127.0.0.1 only, keeps no persistence file, logs to <dir>/mosquitto.log, and is
 stopped (SIGTERM, then SIGKILL after 5 s) when the block ends. stop()/start() restart it on
@@ -94,7 +94,9 @@ class Broker:
             if self.proc and self.proc.poll() is None:
                 self.proc.send_signal(signal.SIGHUP)  # reread the password file and ACL
                 time.sleep(0.2)
-        return ["--user", node_id, "--password", self.creds[node_id]]
+        # --password=X: a generated password may start with "-", which argparse would take
+        # for an option
+        return ["--user", node_id, "--password=" + self.creds[node_id]]
 
     def client(self, client_id, user=provision.OPERATOR):
         """A paho client (not yet connected) with a provisioned user's credentials."""
