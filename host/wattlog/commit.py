@@ -1,70 +1,208 @@
 """commit.py - the commit protocol: pending points become durable feed data, in one order.
 
-  1. for every dirty feed: one pwrite of its pending slots (phpfina.Feed.update), fdatasync
-  2. replace <data>/commit.json atomically (durable.py): the committed length of every feed
-  3. only then may anything be acknowledged (the caller publishes acks after commit() returns)
+  1. feeds the commit needs that do not exist yet: their entries into feeds.json (one atomic
+     replace per commit, however many), then their files (one directory fsync for all)
+  2. for every dirty feed: its pending slots written (phpfina.Feed.update), fdatasync
+  3. replace <data>/commit.json atomically (durable.py): the committed length of every feed
+  4. only then may anything be acknowledged (the caller publishes acks after commit() returns)
 
-commit.json  {"version": 1, "time": <unix>, "feeds": {"<id>": <npoints>, ...},
+commit.json  {"version": 1, "commit": <generation>, "time": <unix>,
+              "feeds": {"<id>": <npoints>, ...},
               "nodes": {"<node>": {"boot", "seq" (acknowledged), "lost", "gaps", ...}}}
 (nodes.py owns the "nodes" entries; they are written in the same atomic replace as the
-lengths, so an ack never says more than the files hold.)
+lengths, so an ack never says more than the files hold. `commit` counts commits; every ack
+carries it, so the retained acks on the broker tell which commit.json the plugs last heard of.)
 
-At start-up (recover) every .dat is cut back to its committed length: whatever lies past it was
-never acknowledged. A feed whose files are unreadable is moved to <data>/quarantine/ and
-marked so in the registry, with an error that names the file; new readings for that node and
-channel start a new feed. Nothing is dropped silently.
-A new feed is created at its first commit, with slot 0 at its earliest pending point; later
-points before a feed's slot 0 cannot be stored and are counted.
+A commit that fails (disk full, I/O error) raises OSError and leaves every bit of in-memory
+state as it was before it: registry entries it added, feeds it made (their files are removed
+again), lengths, node state. Ids it handed out are not handed out again.
+
+Start-up, in two steps, so that nothing is touched before everything has been checked:
+- Committer(): takes the data directory's lock (datalock.py), reads and checks feeds.json,
+  commit.json and every feed's header, refuses a directory holding feed files that are not
+  wattlog's. It changes no file (a start-up that fails leaves every file as it found it).
+- recover(acks): with the retained acks the broker holds (what the plugs were told), decides
+  whether commit.json can be believed. It is believed when it is well-formed and no retained
+  ack is newer than it; then whatever lies past a feed's committed length was never
+  acknowledged and is cut (the plugs send it again). A damaged commit.json, or one older than
+  the acks (restored from a backup, rolled back), is not obeyed: every feed is kept as it is
+  on disk, the file is kept beside as commit.json.<why>-<time>, and the collector says so as
+  an error. A feed whose files are unreadable is moved to <data>/quarantine/ and marked so in
+  the registry, with an error that names the file; new readings for that node and channel go
+  to a new feed. A feed that was made but never committed and whose files are gone is simply
+  made again. Nothing is dropped silently.
+A new feed has slot 0 at its earliest pending point; later points before a feed's slot 0
+cannot be stored and are counted.
 """
 
 import logging
 import os
 import time
 
-from wattlog import durable
-from wattlog.feeds import Registry
-from wattlog.phpfina import CorruptFeed, Feed
+from wattlog import datalock, durable
+from wattlog.feeds import NODE_ID, Registry
+from wattlog.phpfina import VALUE_SIZE, CorruptFeed, Feed, fsync_dir
 
 log = logging.getLogger("wattlog")
 FILE = "commit.json"
+_U32 = 1 << 32
+
+
+class StartError(Exception):
+    """The data directory cannot be used as it is; the message says what to do."""
+
+
+def _when(t):
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t))
+
+
+def _count(v, low=0, high=None):
+    return isinstance(v, int) and not isinstance(v, bool) and v >= low and (high is None or v < high)
+
+
+def check_state(doc):
+    """commit.json's object if its whole shape is right, else a sentence saying what is not."""
+    if not isinstance(doc, dict):
+        return "it is %s, not an object" % type(doc).__name__
+    if doc.get("version") != 1:
+        return "its version is %r, not 1" % (doc.get("version"),)
+    if not _count(doc.get("commit", 0)) or not _count(doc.get("time", 0)):
+        return "its commit number or time is not a whole number"
+    feeds, nodes = doc.get("feeds"), doc.get("nodes", {})
+    if not isinstance(feeds, dict):
+        return "its \"feeds\" is not an object of feed lengths"
+    for fid, n in feeds.items():
+        if not fid.isdigit() or not _count(n):
+            return "feed %r has the length %r" % (fid, n)
+    if not isinstance(nodes, dict):
+        return "its \"nodes\" is not an object"
+    for node, d in nodes.items():
+        if not NODE_ID.match(node) or not isinstance(d, dict):
+            return "the entry for node %r is not a node's state" % node
+        if not _count(d.get("boot"), 0, _U32) or not _count(d.get("seq"), 0, _U32):
+            return "node %s has the boot/seq %r/%r" % (node, d.get("boot"), d.get("seq"))
+        for key in ("lost", "gaps", "dropped", "boots"):
+            if not _count(d.get(key, 0)):
+                return "node %s has %s %r" % (node, key, d.get(key))
+        if d.get("last_seen") is not None and not _count(d["last_seen"]):
+            return "node %s has last_seen %r" % (node, d["last_seen"])
+    return None
+
+
+def newer_acks(state, acks):
+    """The retained acks (node -> ack) that commit.json `state` does not account for: acks of a
+    later commit, or of seqs past what it says it acknowledged. [sentence per node]."""
+    gen = state.get("commit", 0)
+    nodes = state.get("nodes", {})
+    out = []
+    for node, ack in sorted(acks.items()):
+        mine = nodes.get(node)
+        if _count(ack.get("commit")) and ack["commit"] > gen:
+            out.append("%s was told seq %d of boot %08x by commit %d" % (
+                node, ack["seq"], ack["boot"], ack["commit"]))
+        elif mine is None:
+            out.append("%s was told seq %d of boot %08x, and commit.json does not know it"
+                       % (node, ack["seq"], ack["boot"]))
+        elif mine["boot"] == ack["boot"] and ack["seq"] > mine["seq"]:
+            out.append("%s was told seq %d of boot %08x, commit.json says %d"
+                       % (node, ack["seq"], ack["boot"], mine["seq"]))
+        elif mine["boot"] != ack["boot"] and ack.get("time", 0) > state.get("time", 0):
+            out.append("%s was told seq %d of boot %08x at %s, after commit.json was written"
+                       % (node, ack["seq"], ack["boot"], _when(ack["time"])))
+    return out
 
 
 class Committer:
-    def __init__(self, data_dir, complaints, clock=time.time):
+    def __init__(self, data_dir, complaints, clock=time.time, recover=True):
+        """Lock and check the data directory (StartError, or RegistryError from feeds.py, says
+        what is wrong; no file is changed). With recover=True (tools, tests) recover() runs at
+        once without retained acks; the collector passes False and calls it when it has them."""
         self.data_dir = data_dir
         self.feed_dir = os.path.join(data_dir, "phpfina")
-        os.makedirs(self.feed_dir, exist_ok=True)
         self.path = os.path.join(data_dir, FILE)
         self.complain = complaints
         self.clock = clock
-        self.registry = Registry(data_dir)
+        os.makedirs(self.feed_dir, exist_ok=True)
+        try:
+            self._lock = datalock.lock(data_dir)
+        except datalock.Locked as e:
+            raise StartError(str(e)) from None
+        try:
+            self._survey()
+        except BaseException:
+            os.close(self._lock)
+            raise
         self.feeds = {}       # id -> open Feed
         self.committed = {}   # id -> committed npoints
         self.nodes = {}
         self.commits = 0
-        self._recover()
+        self.recovered = False
+        if recover:
+            self.recover({})
 
     # -- start-up ----------------------------------------------------------------------------
 
-    def _recover(self):
+    def _survey(self):
+        """Read and check everything; change nothing."""
+        self.registry = Registry(self.data_dir)
+        foreign = self.registry.foreign_files()
+        if foreign:
+            raise StartError(
+                "%s holds feed files wattlog did not make (%s%s): it looks like another "
+                "program's data (emoncms keeps its feeds in a phpfina/ folder too). Give "
+                "wattlog a directory of its own with --data, or move those files away"
+                % (self.feed_dir, ", ".join(foreign[:4]), ", ..." if len(foreign) > 4 else ""))
+        self.problem = None
         try:
-            state = durable.read_json(self.path)
+            self.state = durable.read_json(self.path)
         except ValueError as e:
-            log.error("%s is unreadable (%s): keeping every feed as it is on disk", self.path, e)
-            state = None
-        trusted = state is not None
-        state = state or {}
-        lengths = state.get("feeds", {})
-        self.nodes = state.get("nodes", {})
+            self.state, self.problem = None, "it is not JSON (%s)" % e
+        if self.state is not None:
+            self.problem = check_state(self.state)
+            if self.problem:
+                self.state = None
+        lengths = (self.state or {}).get("feeds", {})
+        self._opened, self._unborn, self._broken = {}, [], []
         for entry in self.registry.active():
             fid = entry["id"]
             try:
-                feed = Feed.open(self.feed_dir, fid)
+                self._opened[fid] = Feed.open(self.feed_dir, fid)
             except CorruptFeed as e:
-                self._quarantine(entry, str(e))
-                continue
+                dat = os.path.join(self.feed_dir, "%d.dat" % fid)
+                size = os.path.getsize(dat) if os.path.exists(dat) else 0
+                if size == 0 and lengths.get(str(fid), 0) == 0:
+                    self._unborn.append(fid)  # made, never committed: made again when needed
+                else:
+                    self._broken.append((entry, str(e)))
+
+    def recover(self, acks):
+        """Make the files agree with what was acknowledged. acks: {node: {"boot", "seq",
+        "commit"?}} retained on the broker ({} when there are none or no broker is asked)."""
+        state, why = self.state, None
+        if self.problem:
+            why = "damaged"
+            log.error("%s is damaged (%s): not obeying it; every feed is kept as it is on disk "
+                      "and nothing is cut", self.path, self.problem)
+        elif state is not None:
+            newer = newer_acks(state, acks)
+            if newer:
+                why = "stale"
+                log.error("%s (commit %d of %s) is older than what the plugs were told: %s. It "
+                          "was restored from a backup or rolled back; not obeying it: every feed "
+                          "is kept as it is on disk and nothing is cut", self.path,
+                          state.get("commit", 0), _when(state.get("time", 0)), "; ".join(newer))
+        elif self._opened:
+            why = "missing"
+            log.error("%s is missing: every feed is kept as it is on disk and nothing is cut",
+                      self.path)
+        trusted = why is None and state is not None
+        lengths = state["feeds"] if trusted else {}
+        for entry, reason in self._broken:
+            self._quarantine(entry, reason)
+        for fid, feed in self._opened.items():
+            entry = self.registry.lookup(str(fid))
             have = feed.npoints()
-            want = int(lengths.get(str(fid), 0)) if trusted else have
+            want = lengths.get(str(fid), 0) if trusted else have
             if have > want:
                 log.info("feed %d (%s/%s): cutting %d uncommitted slots past the last commit",
                          fid, entry["node"], entry["channel"], have - want)
@@ -73,16 +211,35 @@ class Committer:
                           "short outside wattlog", fid, entry["node"], entry["channel"],
                           feed.dat_path, have, want)
                 want = have
-            if os.path.getsize(feed.dat_path) != want * 4:
-                feed.truncate(want)  # also drops a torn 1-3 byte tail
+            if os.path.getsize(feed.dat_path) != want * VALUE_SIZE:
+                feed.truncate(want)  # also drops a torn 1-3 byte tail: never a whole value
             self.feeds[fid] = feed
             self.committed[fid] = want
+        self.nodes = dict(state["nodes"]) if state is not None and why != "damaged" else {}
+        self.generation = max([(state or {}).get("commit", 0)] +
+                              [a["commit"] for a in acks.values() if _count(a.get("commit"))])
+        for node, ack in acks.items():  # what the plugs were told is what they freed
+            mine = self.nodes.get(node)
+            if mine is None or mine["boot"] != ack["boot"] or mine["seq"] < ack["seq"]:
+                self.nodes[node] = dict(mine or {}, boot=ack["boot"], seq=ack["seq"])
+        healed = self.registry.heal_sidecars()
+        if healed:
+            log.info("wrote the missing sidecar files of %d feeds (phpfina/<id>.json)", healed)
+        if why and os.path.exists(self.path):
+            kept = "%s.%s-%s" % (self.path, why, time.strftime("%Y%m%dT%H%M%S",
+                                                             time.gmtime(self.clock())))
+            os.replace(self.path, kept)
+            log.error("kept the old file as %s; a new one records the feeds as they are", kept)
+        if why:
+            self._save()
+        self.recovered = True
+        self.state = self._opened = None
 
     def _quarantine(self, entry, reason):
         qdir = os.path.join(self.data_dir, "quarantine")
         os.makedirs(qdir, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
-        for ext in ("meta", "dat"):
+        for ext in ("meta", "dat", "json"):
             src = os.path.join(self.feed_dir, "%d.%s" % (entry["id"], ext))
             if os.path.exists(src):
                 os.replace(src, os.path.join(qdir, "%d.%s.%s" % (entry["id"], stamp, ext)))
@@ -92,31 +249,72 @@ class Committer:
 
     # -- the commit --------------------------------------------------------------------------
 
-    def _feed_for(self, node, channel, interval, first_t):
-        entry = self.registry.find(node, channel)
-        if entry is None:
-            # files first, then the registry: a crash in between leaves files under an id the
-            # registry does not know, which the next create() of that id replaces
-            feed = Feed.create(self.feed_dir, self.registry.next_id(), interval, first_t)
-            self.registry.add(feed.id, node, channel, interval)
-            self.feeds[feed.id] = feed
-            self.committed[feed.id] = 0
-            log.info("new feed %d: %s/%s every %d s from %s", feed.id, node, channel, interval,
-                     time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(feed.start)))
+    def _feed_for(self, entry, first_t, made):
+        """The open feed of a registry entry, made now if it has no files yet (appended to
+        `made`), or made again with an earlier slot 0 while nothing of it is committed."""
+        fid = entry["id"]
+        feed = self.feeds.get(fid)
+        if feed is not None and (self.committed[fid] or first_t >= feed.start):
             return feed
-        feed = self.feeds[entry["id"]]
-        if self.committed[feed.id] == 0 and first_t < feed.start:
+        if feed is not None:
             feed.close()  # still empty: move slot 0 back rather than refuse the points
-            feed = self.feeds[feed.id] = Feed.create(self.feed_dir, feed.id, feed.interval, first_t)
+        # an entry the registry lists (now or from an earlier commit that failed) owns its id:
+        # files of that id are its own and may be replaced; any other id was checked free
+        feed = Feed.create(self.feed_dir, fid, entry["interval"], first_t, replace=True,
+                           sync_dir=False)
+        made.append(feed)
+        self.feeds[fid] = feed
+        self.committed[fid] = 0
+        log.info("new feed %d: %s/%s every %d s from %s", fid, entry["node"],
+                     entry["channel"], entry["interval"], _when(feed.start))
         return feed
 
     def commit(self, pending, intervals, nodes=None):
         """Write {(node, channel): {unix time: value}} durably, with `nodes` (nodes.py) in
-        commit.json; returns (feeds, points, bytes)."""
+        commit.json; returns (feeds, points, bytes). OSError: nothing changed in memory."""
+        if not self.recovered:
+            raise RuntimeError("commit() before recover()")
+        before = (self.registry.state(), dict(self.feeds), dict(self.committed), self.nodes,
+                  self.generation)
+        made, sidecars = [], []
+        try:
+            return self._commit(pending, intervals, nodes, made, sidecars)
+        except BaseException:
+            for feed in made:
+                try:
+                    feed.remove()
+                except OSError:
+                    pass  # an empty file under an id never handed out again: harmless
+            for path in sidecars:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+            registry, self.feeds, self.committed, self.nodes, self.generation = before
+            self.registry.restore(registry)
+            for feed in made:  # its files are gone: made again by the next commit
+                old = self.feeds.pop(feed.id, None)
+                if old is not None:
+                    old.close()
+            raise
+
+    def _commit(self, pending, intervals, nodes, made, sidecars):
+        plan, added = [], []
+        for (node, channel), values in sorted(pending.items()):
+            entry = self.registry.find(node, channel)
+            if entry is None:
+                entry = self.registry.add(node, channel, intervals[node])
+                added.append(entry)
+            plan.append((entry, values))
+        if added:
+            self.registry.save()  # once, however many feeds are new
+            for entry in added:
+                sidecars.append(self.registry.sidecar_path(entry["id"]))
+                self.registry.write_sidecar(entry)
         written = []
         points = nbytes = 0
-        for (node, channel), values in sorted(pending.items()):
-            feed = self._feed_for(node, channel, intervals[node], min(values))
+        for entry, values in plan:
+            feed = self._feed_for(entry, min(values), made)
             slots = {}
             early = 0
             for t, v in values.items():
@@ -127,26 +325,35 @@ class Committer:
                     slots[slot] = v
             if early:
                 self.complain("before-start", "dropped %d %s/%s points older than the feed's "
-                              "first slot" % (early, node, channel), early)
+                              "first slot" % (early, entry["node"], entry["channel"]), early)
             nbytes += feed.update(slots)
             points += len(slots)
             written.append(feed)
+        if made:
+            fsync_dir(self.feed_dir)  # the new files' names, once for all of them
         for feed in written:
             feed.sync()
+        committed = dict(self.committed)
         for feed in written:
-            self.committed[feed.id] = feed.npoints()
+            committed[feed.id] = feed.npoints()
+        self.generation += 1
         if nodes is not None:
             self.nodes = nodes
-        self._save()
+        self._save(committed)
+        self.committed = committed
         self.commits += 1
         return len(written), points, nbytes
 
-    def _save(self):
+    def _save(self, committed=None):
+        committed = self.committed if committed is None else committed
         durable.write_json(self.path, {
-            "version": 1, "time": int(self.clock()),
-            "feeds": {str(fid): n for fid, n in sorted(self.committed.items())},
+            "version": 1, "commit": self.generation, "time": int(self.clock()),
+            "feeds": {str(fid): n for fid, n in sorted(committed.items())},
             "nodes": self.nodes})
 
     def close(self):
         for feed in self.feeds.values():
             feed.close()
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None

@@ -11,6 +11,12 @@ readings of a batch are kept whatever else it holds:
                (one kind each: batch-truncated, batch-oversized, batch-version, batch-held, ...)
   misaligned   a slot time that is not a multiple of the batch's interval: that record
   future       a slot time more than max_future_s ahead of this computer's clock: that record
+  too-old      a slot time more than max_age_s behind it: that record. A plug holds at most
+               RING_RECORDS_MAX readings (a 64 KiB ring; boards/*.json have 48 KiB at most),
+               but a broker keeps a plug's batches for as long as the collector is away, so
+               the default is a week, and never less than the ring's span at the batch's
+               interval. Without this bound one batch stamped 2020 would make a new feed
+               start in 2020: 87 MB of NaN padding per channel at 10 s.
   implausible  a value no plug can measure (|P| > 50 kW, V > 500 V): that channel is NaN
   interval     a batch interval unlike the node's feeds: kept, on the feeds' grid
 
@@ -19,15 +25,15 @@ batch's boot, seq, count, ring drops and `held` go to nodes.py, which decides wh
 may be acknowledged and what to ask for again.
 """
 
-import re
 import time
 
+from wattlog.feeds import NODE_ID
 from wattlog.nodes import Nodes
 from wattnode import wire
-
-NODE_ID = re.compile(r"[a-z0-9_-]{1,32}\Z")
 MAX_POWER_W = 50000.0
 MAX_VOLTAGE_V = 500.0
+MAX_AGE_S = 7 * 86400
+RING_RECORDS_MAX = 4096
 NAN = float("nan")
 
 
@@ -41,13 +47,14 @@ def _scaled(raw, missing, scale):
 
 class Ingest:
     def __init__(self, complaints, feed_interval, nodes=None, max_future_s=3600,
-                 clock=time.time, monotonic=time.monotonic):
+                 max_age_s=MAX_AGE_S, clock=time.time, monotonic=time.monotonic):
         """feed_interval(node) -> the interval of the node's existing feeds, or None;
         nodes: the collector's nodes.Nodes (a fresh one when not given)."""
         self.complain = complaints
         self.nodes = nodes if nodes is not None else Nodes({}, complaints, clock, monotonic)
         self.feed_interval = feed_interval
         self.max_future_s = max_future_s
+        self.max_age_s = max_age_s
         self.clock = clock
         self.monotonic = monotonic
         self.pending = {}    # (node, channel) -> {unix time: value}
@@ -73,7 +80,9 @@ class Ingest:
         if grid != interval:
             self.complain("interval", "%s sends %d s readings but its feeds hold %d s slots; "
                           "storing them on the feeds' grid" % (node, interval, grid))
-        latest = self.clock() + self.max_future_s
+        now = self.clock()
+        latest = now + self.max_future_s
+        earliest = now - max(self.max_age_s, RING_RECORDS_MAX * interval)
         kept = 0
         for i in range(count):
             t_s, power_dw, energy_wh, voltage_cv, current_ma = wire.unpack_record(payload, i)
@@ -86,6 +95,11 @@ class Ingest:
                 self.complain("future", "ignored a reading from %s stamped %s, more than %d s "
                               "ahead of this computer's clock; is the plug's clock right?"
                               % (node, _when(t), self.max_future_s))
+                continue
+            if t < earliest:
+                self.complain("too-old", "ignored a reading from %s stamped %s, older than a "
+                              "plug or the broker can hold it (limit: %.0f days, --max-age)"
+                              % (node, _when(t), (now - earliest) / 86400))
                 continue
             power = _scaled(power_dw, wire.POWER_MISSING, 10)
             voltage = _scaled(voltage_cv, wire.U16_MISSING, 100)

@@ -17,7 +17,11 @@ with NaN in the same write.
 
 Where this differs from emoncms, on purpose: .meta is written once, at creation, through a
 temp file, fsync and rename (emoncms rewrites it in place and loses it to power cuts, emoncms
-issue #1604); a write is one pwrite per feed, made durable by sync() (commit.py decides when).
+issue #1604); create() never replaces files it did not make (FeedExists) unless told to; a
+write touches only the slots that have data: one pwrite per run of nearby slots inside the
+file, and one block from the end of the file to the last new slot (the NaN padding PHPFina
+needs), written in chunks so memory stays small whatever the gap. sync() makes it durable
+(commit.py decides when).
 """
 
 import math
@@ -29,6 +33,10 @@ import numpy as np
 _META = struct.Struct("<4I")
 _VALUE = np.dtype("<f4")
 VALUE_SIZE = _VALUE.itemsize
+# Slots inside the file closer than this are written as one run (the stored values between
+# them are read and written back): one system call instead of many, at most 1 KiB more.
+_RUN_GAP_SLOTS = 256
+_PAD_CHUNK_SLOTS = 1 << 16  # NaN padding past the end is written 256 KiB at a time
 
 
 class FeedError(Exception):
@@ -42,6 +50,10 @@ class FeedError(Exception):
 
 class CorruptFeed(FeedError):
     pass
+
+
+class FeedExists(FeedError):
+    """create() found files of that id that it was not told it may replace."""
 
 
 def fsync_dir(path):
@@ -67,23 +79,40 @@ class Feed:
     # -- making and opening ------------------------------------------------------------------
 
     @classmethod
-    def create(cls, directory, feed_id, interval, start):
-        """A new, empty feed whose slot 0 is the slot holding `start`. Replaces any files of
-        that id. Both files are on disk (fsynced, directory too) when this returns."""
+    def create(cls, directory, feed_id, interval, start, replace=False, sync_dir=True):
+        """A new, empty feed whose slot 0 is the slot holding `start`. Files of that id that
+        exist already are replaced only with replace=True (FeedExists otherwise: they may be
+        another program's). Both files are on disk (fsynced, directory too unless sync_dir is
+        False: then the caller fsyncs the directory once for many new feeds) on return."""
         if interval <= 0:
             raise ValueError("interval must be positive, not %r" % interval)
         feed = cls(directory, feed_id, interval, start - start % interval)
+        if not replace:
+            for path in (feed.meta_path, feed.dat_path):
+                if os.path.exists(path):
+                    raise FeedExists(path, "exists already; wattlog never writes over a feed "
+                                     "it did not make")
         tmp = feed.meta_path + ".tmp"
         with open(tmp, "wb") as f:
             f.write(_META.pack(0, 0, feed.interval, feed.start))
             f.flush()
             os.fsync(f.fileno())
-        fd = os.open(feed.dat_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.fsync(fd)
-        os.close(fd)
+        # the empty .dat needs no fsync of its own: the directory's fsync makes its name
+        # durable, and the commit's fdatasync its contents
+        os.close(os.open(feed.dat_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644))
         os.replace(tmp, feed.meta_path)
-        fsync_dir(directory)
+        if sync_dir:
+            fsync_dir(directory)
         return feed
+
+    def remove(self):
+        """Delete both files (a feed made by a commit that then failed)."""
+        self.close()
+        for path in (self.meta_path, self.dat_path):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
 
     @classmethod
     def open(cls, directory, feed_id):
@@ -146,22 +175,43 @@ class Feed:
         return self._fd
 
     def update(self, points):
-        """Store {slot: value} in one pwrite: the block from the lowest slot to the highest,
-        keeping stored values between them and padding with NaN past the end of the file.
-        Slots before slot 0 are refused (ValueError). Returns the bytes written."""
+        """Store {slot: value}: one pwrite per run of slots inside the file (stored values
+        between nearby slots kept), and one block from the end of the file to the last slot
+        past it, the gap padded with NaN. Slots before slot 0 are refused (ValueError).
+        Returns the bytes written."""
         if not points:
             return 0
         slots = np.fromiter(points.keys(), dtype=np.int64, count=len(points))
         values = np.fromiter(points.values(), dtype=np.float64, count=len(points))
-        lo, hi = int(slots.min()), int(slots.max())
-        if lo < 0:
-            raise ValueError("%s: slot %d is before the feed's start" % (self.dat_path, lo))
+        order = np.argsort(slots, kind="stable")
+        slots, values = slots[order], values[order]
+        if slots[0] < 0:
+            raise ValueError("%s: slot %d is before the feed's start" % (self.dat_path, slots[0]))
         n = self.npoints()
-        base = min(lo, n)
-        block = self.read(base, hi + 1)  # stored values where there are some, NaN beyond
-        block[slots - base] = values
+        inside = int(np.searchsorted(slots, n))
+        written = 0
+        if inside:
+            breaks = np.flatnonzero(np.diff(slots[:inside]) > _RUN_GAP_SLOTS) + 1
+            for run_slots, run_values in zip(np.split(slots[:inside], breaks),
+                                             np.split(values[:inside], breaks)):
+                lo = int(run_slots[0])
+                block = self.read(lo, int(run_slots[-1]) + 1)
+                block[run_slots - lo] = run_values
+                written += self._pwrite(block, lo)
+        if inside < len(slots):  # past the end: NaN from the end of the file to each slot
+            tail_slots, tail_values = slots[inside:], values[inside:]
+            hi = int(tail_slots[-1]) + 1
+            for lo in range(n, hi, _PAD_CHUNK_SLOTS):
+                stop = min(lo + _PAD_CHUNK_SLOTS, hi)
+                block = np.full(stop - lo, np.nan, dtype=_VALUE)
+                a, b = np.searchsorted(tail_slots, (lo, stop))
+                block[tail_slots[a:b] - lo] = tail_values[a:b]
+                written += self._pwrite(block, lo)
+        return written
+
+    def _pwrite(self, block, first_slot):
         data = block.tobytes()
-        written = os.pwrite(self._handle(), data, base * VALUE_SIZE)
+        written = os.pwrite(self._handle(), data, first_slot * VALUE_SIZE)
         if written != len(data):
             raise OSError("%s: short write (%d of %d bytes)" % (self.dat_path, written, len(data)))
         return written

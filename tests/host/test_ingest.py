@@ -91,3 +91,31 @@ def test_restore_after_a_failed_commit_keeps_newer_points(ingest):
     ingest.handle("wattlog/n/readings", batch([(T0, 111, 5, 230, 0.5), (T0 + 10, 5, 5, 230, 0.1)]))
     ingest.restore(pending, intervals)
     assert ingest.pending[("n", "power")] == {T0: 111, T0 + 10: 5}
+
+
+def test_a_reading_older_than_any_plug_could_hold_is_refused_and_counted(tmp_path, caplog):
+    """One 56-byte batch from a new node, one record stamped 2020 and one now: the old one is
+    refused (counted as too-old), so the node's feeds start now and the commit writes a few
+    bytes, not 87 MB of NaN per channel (the old code made four 87 MB files)."""
+    from wattlog.commit import Committer
+    now = T0 + 3600
+    ing = Ingest(Complaints(), lambda node: None, clock=lambda: now)
+    with caplog.at_level(logging.WARNING):
+        assert ing.handle("wattlog/new-1/readings",
+                          batch([(1577836800, 5, 1, 230, 0.1), (now - 10, 6, 2, 230, 0.1)])) == 1
+    assert ing.complain.totals == {"too-old": 1} and "2020-01-01" in caplog.text
+    c = Committer(str(tmp_path), Complaints())
+    assert c.commit(*ing.take())[2] == 16  # four channels, one float each
+    assert sum(p.stat().st_size for p in (tmp_path / "phpfina").glob("*.dat")) == 16
+    c.close()
+
+
+def test_the_age_limit_is_never_shorter_than_a_plugs_ring(caplog):
+    """With --max-age 1h, a plug on hourly slots may still send what its ring holds (4096
+    slots back), but not more."""
+    now = T0 + 5000 * 3600
+    ing = Ingest(Complaints(), lambda node: None, max_age_s=3600, clock=lambda: now)
+    t_ring = now - now % 3600 - 4000 * 3600
+    assert ing.handle("wattlog/h/readings", batch([(t_ring, 5, 1, 230, 0.1)], interval=3600)) == 1
+    assert ing.handle("wattlog/h/readings",
+                      batch([(t_ring - 200 * 3600, 5, 1, 230, 0.1)], interval=3600, seq=1)) == 0

@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from wattlog.phpfina import CorruptFeed, Feed
+from wattlog.phpfina import CorruptFeed, Feed, FeedExists
 
 
 def dat(feed):
@@ -104,3 +104,23 @@ def test_slot_arithmetic_floors_to_the_grid(tmp_path):
     feed = Feed.create(str(tmp_path), 1, 60, 1200)
     assert feed.slot(1200) == 0 and feed.slot(1259) == 0 and feed.slot(1260) == 1
     assert feed.slot(1199) == -1 and feed.time(2) == 1320
+
+
+def test_update_writes_only_the_runs_that_have_data(tmp_path):
+    """Slot 0 and the last slot of a year of 10 s slots: two 4-byte writes, not a rewrite of
+    the 12 MB between them (a plug could make the collector read and rewrite whole files)."""
+    feed = Feed.create(str(tmp_path), 1, 10, 1000)
+    n = 365 * 8640
+    feed.update({n - 1: 0.0})
+    assert feed.update({0: 1.0, n - 1: 2.0}) == 8
+    assert feed.update({5: 1.0, 7: 1.0, 300: 1.0}) == 12 + 4  # 5..7 one run, 300 another
+    got = feed.read(0, 8)
+    assert got[0] == 1.0 and got[5] == 1.0 and got[7] == 1.0 and np.isnan(got[6])
+    assert feed.read(n - 1, n)[0] == 2.0
+
+
+def test_create_never_replaces_files_it_did_not_make(tmp_path):
+    (tmp_path / "4.meta").write_bytes(b"someone else's")
+    with pytest.raises(FeedExists, match="4.meta: exists already"):
+        Feed.create(str(tmp_path), 4, 10, 1000)
+    assert (tmp_path / "4.meta").read_bytes() == b"someone else's"
