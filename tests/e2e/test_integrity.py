@@ -1,0 +1,81 @@
+"""test_integrity.py - what was acknowledged survives what people do to a data directory, with a
+real mosquitto holding the retained acks: a commit.json restored from a backup is caught by
+the acks the plugs were given (nothing is cut), and the collector reads every retained ack the
+broker holds before it decides anything."""
+
+import json
+import shutil
+import time
+
+from helpers import aligned_past, wattlog
+
+
+def wait_until(what, predicate, timeout_s=60.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("waited %.0f s for %s" % (timeout_s, what))
+
+
+def acked(data, node):
+    try:
+        state = json.loads((data / "commit.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return state.get("nodes", {}).get(node, {}).get("seq")
+
+
+def test_a_commit_json_restored_from_a_backup_cuts_nothing(broker, collectors, simnodes, tmp_path):
+    """A plug's readings are committed and acknowledged; commit.json is then put back from an
+    early backup while the collector is stopped. At the next start the broker's retained ack
+    shows the plug was told more than the backup knows: the collector says so and keeps every
+    stored slot (the old code cut everything past the backup's lengths)."""
+    data = tmp_path / "data"
+    c = collectors(broker.url, data, commit_interval=1)
+    c.wait_for("listening on")
+    node = simnodes(broker.port, "bak-1", "--profile", "constant:500", "--speed", 40,
+                    "--start", aligned_past(900), "--batch-max", 8)
+    wait_until("a first commit", lambda: acked(data, "bak-1"))
+    backup = tmp_path / "commit.json.backup"
+    shutil.copy(data / "commit.json", backup)
+    early = acked(data, "bak-1")
+    s = node.finish()
+    wait_until("every reading acknowledged", lambda: acked(data, "bak-1") == s["produced"])
+    assert c.stop() == 0
+    assert early < s["produced"]
+    shutil.copy(backup, data / "commit.json")
+
+    c2 = collectors(broker.url, data, commit_interval=1)
+    c2.wait_for("listening on")
+    assert "older than what the plugs were told" in c2.log()
+    assert "bak-1 was told seq %d" % s["produced"] in c2.log()
+    rows = wattlog("export", "--data", data, "--feed", "bak-1/power").splitlines()[1:]
+    assert len(rows) == s["produced"] and all(r.endswith(",500") for r in rows)
+    assert acked(data, "bak-1") == s["produced"]
+    assert c2.stop() == 0
+
+
+def test_the_collector_reads_every_retained_ack_before_it_decides(broker, collectors, tmp_path):
+    """300 plugs' retained acks on the broker: the collector has all of them in hand when it
+    checks its data (a marker it publishes after subscribing comes back after the retained
+    messages)."""
+    writer = broker.client("acks-writer")
+    writer.connect("127.0.0.1", broker.port)
+    writer.loop_start()
+    nodes = ["ret-%03d" % i for i in range(300)]
+    try:
+        for i, node in enumerate(nodes):
+            writer.publish("wattlog/%s/ack" % node, json.dumps(
+                {"boot": 1000 + i, "seq": i, "time": int(time.time()), "commit": 1}),
+                qos=1, retain=True).wait_for_publish(5)
+    finally:
+        writer.loop_stop()
+        writer.disconnect()
+    data = tmp_path / "data"
+    c = collectors(broker.url, data, commit_interval=1)
+    c.wait_for("listening on")
+    assert "the broker retains acks for 300 plugs" in c.log()
+    assert c.stop() == 0
