@@ -1,12 +1,16 @@
 """cli.py - the wattlog command: one function per verb; errors are one line that says what to do.
 
-  wattlog collect --broker mqtt://[USER:PASS@]HOST:PORT --data DIR [--commit-interval S]
+  wattlog collect --broker mqtt://USER@HOST:PORT --password-file FILE --data DIR
+                  [--commit-interval S]
   wattlog feeds   --data DIR
   wattlog nodes   --data DIR
-  wattlog plug    on|off|toggle|status NODE --broker mqtt://[USER:PASS@]HOST:PORT
-  wattlog provision --dir DIR --broker-host HOST [--port N] [--tls] NODE...
+  wattlog plug    on|off|toggle|status NODE --broker mqtt://USER@HOST:PORT --password-file FILE
+  wattlog provision --dir DIR --broker-host HOST [--port N] [--listen ADDR] [--tls] NODE...
 Broker URLs: mqtt://... or, with TLS, mqtts://... and --ca CA.crt (wattlog provision makes one).
+The broker password comes from --password-file or $WATTLOG_MQTT_PASSWORD, never from the
+command line, where `ps` shows it (a password in the URL still works, but shows).
   wattlog export  --data DIR --feed NODE/CHANNEL|ID [--start T] [--end T] [--format csv|json]
+  wattlog repair  --data DIR [--force]      rebuild a damaged feeds.json (phpfina/<id>.json)
 
 Times (T) are unix seconds, an ISO 8601 date or date-time (UTC unless it names a zone), or a
 time before now: now-24h, now-90m, now-7d (or --start=-24h).
@@ -23,11 +27,14 @@ import time
 
 import numpy as np
 
+from wattlog.commit import StartError
 from wattlog.feeds import Registry, RegistryError
+from wattlog.ingest import MAX_AGE_S
 from wattlog.phpfina import FeedError, Feed
 
 _RELATIVE = re.compile(r"(?:now)?-(\d+(?:\.\d+)?)([smhd])\Z")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+PASSWORD_ENV = "WATTLOG_MQTT_PASSWORD"
 
 
 class CliError(Exception):
@@ -51,6 +58,13 @@ def parse_time(text, now=None):
     return int(dt.timestamp())
 
 
+def _duration(text):
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError("%r is not a duration: use seconds or 90m, 36h, 7d" % text)
+    return float(m.group(1)) * _UNIT_S.get(m.group(2), 1)
+
+
 def iso(t):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
@@ -69,17 +83,53 @@ def _registry(data):
         raise CliError(str(e)) from None
 
 
+def _broker_password(args):
+    """The broker password from --password-file (its first line) or $WATTLOG_MQTT_PASSWORD;
+    None: the URL's, if it has one. Errors name the file, never what is in it."""
+    if not args.password_file:
+        return os.environ.get(PASSWORD_ENV) or None
+    try:
+        with open(args.password_file, "rb") as f:
+            password = f.readline().rstrip(b"\r\n").decode()
+    except OSError as e:
+        raise CliError("cannot read the password file %s (%s)"
+                       % (args.password_file, e.strerror)) from None
+    except UnicodeDecodeError:
+        raise CliError("the password file %s is not UTF-8 text" % args.password_file) from None
+    if not password:
+        raise CliError("the password file %s is empty" % args.password_file)
+    return password
+
+
+def _check_broker(args):
+    """The broker URL checked and the password read before anything else happens."""
+    from wattlog.collector import parse_broker, redact
+    try:
+        user = parse_broker(args.broker)[2]
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    password = _broker_password(args)
+    if password is not None and user is None:
+        raise CliError("broker %s names no user: give mqtt://USER@HOST[:PORT] with the password"
+                       % redact(args.broker))
+    return password
+
+
 def cmd_collect(args):
     from wattlog.collector import Collector  # paho is only needed here
+    password = _check_broker(args)
     os.makedirs(args.data, exist_ok=True)
     try:
         collector = Collector(args.data, args.broker, commit_interval_s=args.commit_interval,
                               base_topic=args.base_topic, client_id=args.client_id,
                               status_interval_s=args.status_interval,
-                              max_future_s=args.max_future, ca=args.ca)
-    except (ValueError, RegistryError) as e:
+                              max_future_s=args.max_future, max_age_s=args.max_age,
+                              ca=args.ca, password=password)
+    except (ValueError, RegistryError, StartError) as e:
         raise CliError(str(e)) from None
     collector.run()
+    if collector.failed:
+        raise CliError("stopped: see the error above")
 
 
 def cmd_feeds(args):
@@ -114,11 +164,16 @@ def _print_table(rows):
 def cmd_nodes(args):
     """Per node, from commit.json: what is on disk and acknowledged, and what was lost."""
     from wattlog import durable
-    from wattlog.commit import FILE
+    from wattlog.commit import FILE, check_state
+    path = os.path.join(_data_dir(args.data), FILE)
     try:
-        state = durable.read_json(os.path.join(_data_dir(args.data), FILE)) or {}
+        state = durable.read_json(path) or {"version": 1, "feeds": {}}
     except ValueError as e:
-        raise CliError("%s is unreadable: %s" % (os.path.join(args.data, FILE), e)) from None
+        raise CliError("%s is unreadable: %s" % (path, e)) from None
+    problem = check_state(state)
+    if problem:
+        raise CliError("%s is damaged (%s); the collector keeps every feed as it is and writes "
+                       "a new one at its next start" % (path, problem))
     nodes = state.get("nodes", {})
     if not nodes:
         print("no node has been acknowledged yet in %s" % args.data)
@@ -132,10 +187,50 @@ def cmd_nodes(args):
     _print_table(rows)
 
 
+def cmd_repair(args):
+    """Rebuild a damaged feeds.json from the feeds' sidecar files (feeds.py)."""
+    from wattlog import datalock
+    from wattlog.feeds import rebuild
+    data = _data_dir(args.data)
+    try:
+        lock = datalock.lock(data, "repair")
+    except datalock.Locked as e:
+        raise CliError(str(e)) from None
+    try:
+        try:
+            Registry(data)
+            if not args.force:
+                print("%s is sound: nothing to repair (--force rebuilds it anyway)"
+                      % os.path.join(data, "feeds.json"))
+                return
+        except RegistryError as e:
+            print("%s" % e)
+        registry, notes = rebuild(data)
+        for note in notes:
+            print("note: " + note)
+        if not registry.entries:
+            raise CliError("no feed sidecars (phpfina/<id>.json) in %s: nothing to rebuild "
+                           "from; restore feeds.json from a backup" % data)
+        old = registry.path
+        if os.path.exists(old):
+            kept = "%s.damaged-%s" % (old, time.strftime("%Y%m%dT%H%M%S", time.gmtime()))
+            os.replace(old, kept)
+            print("kept the old registry as %s" % kept)
+        registry.save()
+        active = registry.active()
+        print("rebuilt %s: %d feeds of %d nodes (%d quarantined)"
+              % (old, len(active), len({e["node"] for e in active}),
+                 len(registry.entries) - len(active)))
+    finally:
+        os.close(lock)
+
+
 def cmd_plug(args):
     from wattlog.plug import PlugError, run  # paho is only needed here
+    password = _check_broker(args)
     try:
-        print(run(args.action, args.node, args.broker, args.base_topic, args.timeout, args.ca))
+        print(run(args.action, args.node, args.broker, args.base_topic, args.timeout, args.ca,
+                  password))
     except (PlugError, ValueError) as e:
         raise CliError(str(e)) from None
 
@@ -144,11 +239,11 @@ def cmd_provision(args):
     from wattlog.provision import ProvisionError, main_text, provision
     try:
         creds = provision(args.dir, args.nodes, args.broker_host, args.port, args.tls,
-                          progress=lambda text: print(text, file=sys.stderr))
-    except ProvisionError as e:
+                          args.listen, progress=lambda text: print(text, file=sys.stderr))
+    except (ProvisionError, OSError) as e:
         raise CliError(str(e)) from None
     print(main_text(creds, args.dir, args.broker_host, args.port or (8883 if args.tls else 1883),
-                    args.tls))
+                    args.tls, args.listen))
 
 
 def _value_text(v):
@@ -207,7 +302,9 @@ def build_parser():
 
     c = sub.add_parser("collect", help="receive readings over MQTT and store them")
     c.add_argument("--broker", default="mqtt://127.0.0.1:1883",
-                   help="mqtt://[USER:PASS@]HOST[:PORT] (default %(default)s)")
+                   help="mqtt://[USER@]HOST[:PORT] (default %(default)s)")
+    c.add_argument("--password-file", metavar="FILE",
+                   help="the broker password (else $%s)" % PASSWORD_ENV)
     c.add_argument("--data", required=True, help="data directory (created if missing)")
     c.add_argument("--commit-interval", type=float, default=300.0, metavar="S",
                    help="seconds readings may wait in memory before they are written "
@@ -219,6 +316,9 @@ def build_parser():
                    help="seconds between status lines in the log (default %(default)s)")
     c.add_argument("--max-future", type=int, default=3600, metavar="S",
                    help="refuse readings stamped more than S seconds ahead (default %(default)s)")
+    c.add_argument("--max-age", type=_duration, default=MAX_AGE_S, metavar="AGE",
+                   help="refuse readings older than this: seconds or 36h, 7d (default 7d; never "
+                        "less than a plug's ring holds)")
     c.set_defaults(func=cmd_collect)
 
     f = sub.add_parser("feeds", help="list the feeds in a data directory")
@@ -233,7 +333,9 @@ def build_parser():
     g.add_argument("action", choices=("on", "off", "toggle", "status"))
     g.add_argument("node", help="node id, e.g. plug-34ea34797bff")
     g.add_argument("--broker", default="mqtt://127.0.0.1:1883",
-                   help="mqtt://[USER:PASS@]HOST[:PORT] (default %(default)s)")
+                   help="mqtt://[USER@]HOST[:PORT] (default %(default)s)")
+    g.add_argument("--password-file", metavar="FILE",
+                   help="the broker password (else $%s)" % PASSWORD_ENV)
     g.add_argument("--base-topic", default="wattlog")
     g.add_argument("--ca", help="CA certificate file for an mqtts:// broker")
     g.add_argument("--timeout", type=float, default=10.0, metavar="S",
@@ -244,9 +346,16 @@ def build_parser():
     v.add_argument("--dir", required=True, help="where the files go (kept between runs)")
     v.add_argument("--broker-host", required=True, help="the broker's address, as plugs reach it")
     v.add_argument("--port", type=int, help="listener port (default 1883, 8883 with --tls)")
+    v.add_argument("--listen", metavar="ADDR",
+                   help="the address the broker listens on (default: all interfaces)")
     v.add_argument("--tls", action="store_true", help="make a CA and a server certificate")
     v.add_argument("nodes", nargs="+", metavar="NODE", help="node ids to provision")
     v.set_defaults(func=cmd_provision)
+
+    r = sub.add_parser("repair", help="rebuild a damaged feeds.json from the feeds' own files")
+    r.add_argument("--data", required=True)
+    r.add_argument("--force", action="store_true", help="rebuild even if feeds.json reads well")
+    r.set_defaults(func=cmd_repair)
 
     e = sub.add_parser("export", help="print one feed as CSV or JSON")
     e.add_argument("--data", required=True)

@@ -12,19 +12,30 @@ tried again one commit interval later.
 The MQTT session is persistent (clean_session False, a fixed client id) and the readings are
 QoS 1, so the broker keeps batches for the collector while it restarts.
 
+Start-up: the data directory is locked and checked at once (commit.py), but nothing in it is
+cut until the collector knows what the plugs were told: at its first connection it subscribes
+to <base>/+/ack (QoS 0), publishes a marker on <base>/<client id>/ack (an ack topic no plug
+reads) and gathers the retained acks until the marker comes back; mosquitto queues a
+subscription's retained messages and the client's later publishes to it in order, so by then
+every retained ack is in. Then commit.py's recover() decides what may be cut, the ack
+subscription is dropped, and the readings that arrived meanwhile are taken in.
+
 Acks (nodes.py): after each commit, every node heard from since the last one gets a retained
 {"boot", "seq", "time"} on <base>/<node>/ack: its records below seq are on disk, so it may
 free them. A hole in what a node sent is asked for again on the same topic, not retained:
 {"boot", "seq", "resend", "time"}.
 
 Clock service: when a plug says "online" on <base>/<node>/status, the collector answers on
-<base>/<node>/ack with {"time": <unix s>, "clock": true}, not retained, so the answer is
-always fresh: a plug whose RTC is unset and that has no NTP server on the LAN takes its time
-from it (lib/wattnode/clock.py).
+<base>/<node>/ack with {"time": <unix s>, "clock": true, "commit_s": <commit interval>}, not
+retained, so the answer is always fresh: a plug whose RTC is unset and that has no NTP server
+on the LAN takes its time from it (lib/wattnode/clock.py), and every plug learns how long an
+ack may take (it sends again what the broker accepted and no ack covered after three commit
+intervals: lib/wattnode/link.py).
 """
 
 import json
 import logging
+import os
 import signal
 import time
 import urllib.parse
@@ -33,60 +44,90 @@ import paho.mqtt.client as mqtt
 
 from wattlog.commit import Committer
 from wattlog.complaints import Complaints
-from wattlog.ingest import NODE_ID, Ingest
-from wattlog.nodes import Nodes
+from wattlog.ingest import MAX_AGE_S, NODE_ID, Ingest
+from wattlog.nodes import Nodes, parse_ack
 
 log = logging.getLogger("wattlog")
 PAGE_SLOTS = 4096 // 4
 
 
-def client_for(url, client_id, ca=None, **kw):
+def client_for(url, client_id, ca=None, password=None, **kw):
     """A paho client set up for the broker URL (credentials, TLS with the CA file for mqtts);
-    returns (client, host, port)."""
-    host, port, user, password = parse_broker(url)
+    returns (client, host, port). `password` (from a file or the environment: never a command
+    line) goes with the URL's user, in place of a password in the URL, which still works but
+    shows in `ps`."""
+    host, port, user, url_password = parse_broker(url)
     client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
                          protocol=mqtt.MQTTv311, **kw)
     if user is not None:
-        client.username_pw_set(user, password)
+        client.username_pw_set(user, url_password if password is None else password)
     if url.startswith("mqtts://"):
         client.tls_set(ca_certs=ca)  # the system's CAs when no CA file is given
     return client, host, port
 
 
 def parse_broker(url):
-    """mqtt[s]://[USER:PASS@]HOST[:PORT] -> (host, port, user, password); mqtts is TLS."""
+    """mqtt[s]://[USER[:PASS]@]HOST[:PORT] -> (host, port, user, password); mqtts is TLS.
+    An error names the URL without its password."""
     parts = urllib.parse.urlsplit(url if "://" in url else "mqtt://" + url)
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or out of range
+        port = None
+        parts = parts._replace(netloc="")
     if parts.scheme not in ("mqtt", "mqtts") or not parts.hostname:
-        raise ValueError("broker %r: expected mqtt://[USER:PASS@]HOST[:PORT] (mqtts:// for TLS)"
-                         % url)
-    return (parts.hostname, parts.port or (8883 if parts.scheme == "mqtts" else 1883),
+        raise ValueError("broker %s: expected mqtt://[USER@]HOST[:PORT] (mqtts:// for TLS)"
+                         % redact(url))
+    return (parts.hostname, port or (8883 if parts.scheme == "mqtts" else 1883),
             urllib.parse.unquote(parts.username) if parts.username else None,
             urllib.parse.unquote(parts.password) if parts.password else None)
+
+
+def redact(url):
+    """The URL as it may be shown: the password, if any, replaced by ***."""
+    head, at, host = url.rpartition("@")
+    if not at:
+        return repr(url)
+    scheme, sep, userinfo = head.partition("://")
+    if not sep:
+        scheme, userinfo = "", head
+    user, colon, _ = userinfo.partition(":")
+    return repr(scheme + sep + user + (":***" if colon else "") + "@" + host)
 
 
 class Collector:
     def __init__(self, data_dir, broker_url, commit_interval_s=300.0, base_topic="wattlog",
                  client_id="wattlog-collector", status_interval_s=60.0, max_future_s=3600,
-                 ca=None):
+                 max_age_s=MAX_AGE_S, ca=None, password=None):
         self.commit_interval_s = commit_interval_s
         self.status_interval_s = status_interval_s
         self.base_topic = base_topic
         self.complaints = Complaints()
-        self.committer = Committer(data_dir, self.complaints)
-        self.nodes = Nodes(self.committer.nodes, self.complaints)
-        self.ingest = Ingest(self.complaints, self._feed_interval, self.nodes,
-                             max_future_s=max_future_s)
-        self.client, self.host, self.port = client_for(broker_url, client_id, ca,
+        # locks and checks the data directory, changes nothing yet: recover() runs once the
+        # broker's retained acks are known (_on_subscribe)
+        self.committer = Committer(data_dir, self.complaints, recover=False)
+        self.nodes = None
+        self.ingest = Ingest(self.complaints, self._feed_interval, Nodes({}, self.complaints),
+                             max_future_s=max_future_s, max_age_s=max_age_s)
+        self._retained = {}     # node -> the retained ack the broker holds (start-up only)
+        self._held_back = []    # (topic, payload) that came before recover(): taken after it
+        self._marker = None     # start-up: when it comes back, the retained acks are in
+        self.client_id = client_id
+        self._marker_topic = "%s/%s/ack" % (base_topic, client_id)
+        self.client, self.host, self.port = client_for(broker_url, client_id, ca, password,
                                                        clean_session=False)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message
         self.client.on_subscribe = self._on_subscribe
         self.connected = False
+        self.failed = False
         self._stop = False
         self._retry_at = 0.0
         self._backoff_s = 0.0
         self._failed_commit_at = None
+        self._connected_at = 0.0
+        self._quick_drops = 0
 
     def _feed_interval(self, node):
         entry = self.committer.registry.find(node, "power")
@@ -101,20 +142,57 @@ class Collector:
                       self.host, self.port, reason_code, self._backoff_s)
             return
         self.connected = True
+        self._connected_at = time.monotonic()
         self._backoff_s = 0.0
-        client.subscribe([("%s/+/readings" % self.base_topic, 1), ("%s/+/status" % self.base_topic, 1)])
+        base = self.base_topic
+        client.subscribe([("%s/+/readings" % base, 1), ("%s/+/status" % base, 1)])
+        if self.nodes is None:
+            # Start-up: the acks the broker retains (what the plugs were told, to check
+            # commit.json against), then a marker on an ack topic no plug reads. mosquitto
+            # queues a subscription's retained messages and later publishes to the same client
+            # in order, so when the marker comes back every retained ack is in.
+            self._marker = os.urandom(8).hex().encode()
+            client.subscribe("%s/+/ack" % base, 0)
+            client.publish(self._marker_topic, self._marker, qos=0)
         log.info("connected to %s:%d", self.host, self.port)
 
     def _on_subscribe(self, client, userdata, mid, reason_codes, properties):
         if any(rc.is_failure for rc in reason_codes):
-            log.error("the broker refused a subscription to %s/+/readings or /status (%s): "
-                      "check the collector's ACL", self.base_topic, reason_codes)
+            log.error("the broker refused a subscription to %s/+/readings, /status or /ack "
+                      "(%s): check the collector's ACL", self.base_topic, reason_codes)
+
+    def recover(self, retained):
+        """The retained acks are in: make the files agree with them (commit.py), then take the
+        readings that came meanwhile."""
+        log.info("the broker retains acks for %d plugs; checking the data against them",
+                 len(retained))
+        try:
+            self.committer.recover(retained)
+        except OSError as e:
+            log.error("cannot make %s agree with what was acknowledged (%s); stopping with "
+                      "nothing changed past that point", self.committer.data_dir, e)
+            self.failed = True
+            self._stop = True
             return
+        self.nodes = self.ingest.nodes = Nodes(self.committer.nodes, self.complaints)
+        self.client.unsubscribe("%s/+/ack" % self.base_topic)
+        self._retained = None
+        held, self._held_back = self._held_back, []
+        for topic, payload in held:
+            self._readings(topic, payload)
         log.info("listening on %s/+/readings", self.base_topic)
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties):
         if self.connected and not self._stop:
             log.warning("lost the broker %s:%d (%s); reconnecting", self.host, self.port, reason_code)
+            if time.monotonic() - self._connected_at < 2.0:
+                self._quick_drops += 1
+                if self._quick_drops == 3:
+                    log.error("the broker keeps dropping this collector right after it connects: "
+                              "another client is logged in with the same client id %r, or as "
+                              "the same user (a second collector?)", self.client_id)
+            else:
+                self._quick_drops = 0
         self.connected = False
 
     def _on_message(self, client, userdata, msg):
@@ -125,12 +203,27 @@ class Collector:
             return
         if topic.endswith("/status"):
             self._on_status(topic, msg.payload)
+        elif topic.endswith("/ack"):
+            if self._retained is None:
+                return  # after start-up: our own acks, echoed until the unsubscribe is through
+            if topic == self._marker_topic and msg.payload == self._marker:
+                self.recover(self._retained)
+            elif msg.retain:
+                ack = parse_ack(msg.payload)
+                node = topic.split("/")[-2]
+                if ack is not None and NODE_ID.match(node):
+                    self._retained[node] = ack
+        elif self.nodes is None:
+            self._held_back.append((topic, msg.payload))
         else:
-            self.ingest.handle(topic, msg.payload)
-            for node, boot, acked, resend in self.nodes.resends:
-                self._ack(node, {"boot": boot, "seq": acked, "resend": resend,
-                                 "time": int(time.time())}, retain=False)
-            self.nodes.resends.clear()
+            self._readings(topic, msg.payload)
+
+    def _readings(self, topic, payload):
+        self.ingest.handle(topic, payload)
+        for node, boot, acked, resend in self.nodes.resends:
+            self._ack(node, {"boot": boot, "seq": acked, "resend": resend,
+                             "time": int(time.time())}, retain=False)
+        self.nodes.resends.clear()
 
     def _ack(self, node, payload, retain):
         self.client.publish("%s/%s/ack" % (self.base_topic, node), json.dumps(payload), qos=1,
@@ -139,7 +232,10 @@ class Collector:
     def _on_status(self, topic, payload):
         node = topic.split("/")[-2]
         if payload == b"online" and NODE_ID.match(node):
-            self._ack(node, {"time": int(time.time()), "clock": True}, retain=False)
+            # commit_s: the plug resends what it handed the broker if no ack comes within
+            # a few commit intervals (lib/wattnode/link.py)
+            self._ack(node, {"time": int(time.time()), "clock": True,
+                             "commit_s": max(1, round(self.commit_interval_s))}, retain=False)
 
     def _connect_when_due(self, now):
         if now < self._retry_at:
@@ -214,7 +310,7 @@ class Collector:
             self._failed_commit_at = time.monotonic()
             return
         self._failed_commit_at = None
-        acks = self.nodes.confirm(snapshot)
+        acks = self.nodes.confirm(snapshot, self.committer.generation)
         for node, ack in acks:  # only now: every record below ack["seq"] is on disk
             self._ack(node, ack, retain=True)
         log.info("commit (%s): %d points to %d feeds, %d bytes; acked %s", why, points, feeds,

@@ -4,7 +4,8 @@
 It reads the plug's retained <base>/<node>/status and state, publishes ON / OFF / TOGGLE on
 <base>/<node>/relay/set, and waits for the state that shows the relay switched: a command is
 done when the plug says so, not when it was sent. An offline plug, or one that does not
-answer within the timeout, is an error (exit status 1) in words.
+answer within the timeout, is an error (exit status 1) in words. It logs in as
+wattlog-operator (provision.py), which may read status and state and publish relay/set and cmd.
 """
 
 import json
@@ -30,10 +31,12 @@ def describe(node, state, online):
         else "?", "" if online else " (offline: last known state)")
 
 
-def run(action, node, broker_url, base_topic="wattlog", timeout_s=10.0, ca=None):
+def run(action, node, broker_url, base_topic="wattlog", timeout_s=10.0, ca=None, password=None):
     base = "%s/%s/" % (base_topic, node)
     got = queue.Queue()
-    client, host, port = client_for(broker_url, "wattlog-plug-%d" % os.getpid(), ca)
+    # a broker set up by `wattlog provision` replaces this id with the user name
+    # (wattlog-operator): two `wattlog plug` at once take each other's place
+    client, host, port = client_for(broker_url, "wattlog-plug-%d" % os.getpid(), ca, password)
     client.on_message = lambda c, u, m: got.put((m.topic, m.payload))
     client.on_connect = lambda c, u, f, rc, p: got.put(("connect", rc))
     try:

@@ -1,32 +1,57 @@
 """provision.py - `wattlog provision`: credentials, ACL and node configs for a locked-down broker.
 
-    wattlog provision --dir DIR --broker-host HOST [--port N] [--tls] NODE [NODE ...]
+    wattlog provision --dir DIR --broker-host HOST [--port N] [--listen ADDR] [--tls] NODE...
 
 Writes into DIR (kept between runs: provisioning again adds nodes and keeps every existing
 password, so configured plugs keep working):
-  credentials.json     {user: password} for every user below (mode 0600; the only copy)
-  passwd               mosquitto password file, hashed by mosquitto_passwd itself
+  credentials.json     {user: password} for every user below (0600; the only complete copy)
+  <client>.password    the password of wattlog-collector, wattlog-operator and homeassistant,
+                       one file each (0600), for --password-file and Home Assistant
+  passwd               mosquitto password file, hashed by `mosquitto_passwd -U`
   acl                  mosquitto ACL (below)
-  mosquitto.conf       a listener that refuses anonymous clients and uses the two files
+  mosquitto.conf       a listener (all interfaces, or --listen ADDR) that refuses anonymous
+                       clients, ties each client id to its user name and uses the two files
   nodes/<node>/config.json   what goes on the plug's flash (broker host, port, user, password)
   with --tls: ca.crt, ca.key (a CA made here, 10 years), server.crt, server.key (the broker,
   for --broker-host), the listener on 8883 with them, and "ca": "ca.crt" in the node configs
   (copy ca.crt onto the plug too).
 
-Users and what the ACL lets them do (mosquitto's `pattern` lines put the user name in %u):
-  <node>              write wattlog/<node>/# and homeassistant/device/<node>/config; read only
-                      its own wattlog/<node>/relay/set, cmd and ack, and homeassistant/status
-  wattlog-collector   read wattlog/#; write wattlog/+/ack (and nothing else)
-  wattlog-operator    for Home Assistant and `wattlog plug`: read wattlog/# and
-                      homeassistant/#, write wattlog/+/relay/set, wattlog/+/cmd, homeassistant/#
-A node therefore cannot publish readings as another node nor switch another node's relay.
-mosquitto acknowledges a denied publish and drops it (REFERENCE.md): denial is silent.
+Who reads what: Debian's mosquitto starts as root and drops to the user `mosquitto` before it
+reads its files. Where a group `mosquitto` exists, DIR is 0750 and passwd, acl,
+mosquitto.conf, server.key, server.crt and ca.crt are 0640, group mosquitto; every other
+secret (credentials.json, *.password, node configs, ca.key) is 0600, owner only. Each file is
+created with its final mode (durable.py), never widened after the fact. Not root and not in
+the group, provision cannot give the files to the group: broker_access_command() is the one
+line to run as root.
+
+`use_username_as_clientid` makes the broker replace each client's id with its user name, so
+no client can take over another's session (a plug connecting as `wattlog-collector` would
+otherwise knock the collector off). Two clients logged in as one user take each other's
+place: hence a user per program.
+
+Users and what the ACL lets them do, each exactly what it uses (a `user` block each: every
+user in credentials.json but the three programs' is a node):
+  <node>              write wattlog/<node>/status, state, readings, log and
+                      homeassistant/device/<node>/config; read wattlog/<node>/relay/set, cmd,
+                      ack and homeassistant/status
+  wattlog-collector   read wattlog/+/readings, status and ack (the retained acks, at start-up);
+                      write wattlog/+/ack
+  wattlog-operator    `wattlog plug`: read wattlog/+/status and state; write wattlog/+/relay/set
+                      and wattlog/+/cmd
+  homeassistant       read wattlog/+/status and state; write wattlog/+/relay/set; readwrite
+                      homeassistant/# (discovery, its own status)
+A node therefore cannot publish readings as another node, switch another node's relay, nor
+free its own readings with an ack of its own. mosquitto acknowledges a denied publish and
+drops it, and grants a denied subscription and delivers nothing (REFERENCE.md): denial is
+silent.
 """
 
 import datetime
+import grp
 import ipaddress
 import os
 import secrets
+import shlex
 import shutil
 import subprocess
 
@@ -35,25 +60,46 @@ from wattlog.ingest import NODE_ID
 
 COLLECTOR = "wattlog-collector"
 OPERATOR = "wattlog-operator"
+HOMEASSISTANT = "homeassistant"
+CLIENTS = (COLLECTOR, OPERATOR, HOMEASSISTANT)
+BROKER_GROUP = "mosquitto"
+BROKER_FILES = ("passwd", "acl", "mosquitto.conf")  # what mosquitto reads, with the TLS files
+TLS_BROKER_FILES = ("server.key", "server.crt", "ca.crt")
 
-ACL = """# wattlog ACL (wattlog provision): each node writes only under its own topics
+ACL = """# wattlog ACL (wattlog provision): each user may do exactly what its program does
 user %(collector)s
-topic read %(base)s/#
+topic read %(base)s/+/readings
+topic read %(base)s/+/status
+topic read %(base)s/+/ack
 topic write %(base)s/+/ack
 
 user %(operator)s
-topic read %(base)s/#
+topic read %(base)s/+/status
+topic read %(base)s/+/state
 topic write %(base)s/+/relay/set
 topic write %(base)s/+/cmd
+
+user %(homeassistant)s
+topic read %(base)s/+/status
+topic read %(base)s/+/state
+topic write %(base)s/+/relay/set
 topic readwrite %(ha)s/#
 
-# every other user is a node, named by its node id
-pattern write %(base)s/%%u/#
-pattern read %(base)s/%%u/relay/set
-pattern read %(base)s/%%u/cmd
-pattern read %(base)s/%%u/ack
-pattern write %(ha)s/device/%%u/config
-pattern read %(ha)s/status
+# one block per node, named by its node id
+"""
+
+# one block per node (not `pattern` lines: a pattern applies to every user, the three above too)
+NODE_ACL = """user %(node)s
+topic write %(base)s/%(node)s/status
+topic write %(base)s/%(node)s/state
+topic write %(base)s/%(node)s/readings
+topic write %(base)s/%(node)s/log
+topic write %(ha)s/device/%(node)s/config
+topic read %(base)s/%(node)s/relay/set
+topic read %(base)s/%(node)s/cmd
+topic read %(base)s/%(node)s/ack
+topic read %(ha)s/status
+
 """
 
 
@@ -61,63 +107,139 @@ class ProvisionError(Exception):
     pass
 
 
-def provision(directory, nodes, broker_host, port=None, tls=False, base="wattlog",
+def broker_gid():
+    """The gid of the group mosquitto runs as, or None where there is no such group."""
+    try:
+        return grp.getgrnam(BROKER_GROUP).gr_gid
+    except KeyError:
+        return None
+
+
+def _share_dir(directory):
+    """DIR 0750 group mosquitto when that can be done; returns the gid the broker's files
+    get (None: owner only, 0600)."""
+    gid = broker_gid()
+    if gid is not None:
+        try:
+            os.chown(directory, -1, gid)
+            os.chmod(directory, 0o750)
+            return gid
+        except PermissionError:
+            pass
+    os.chmod(directory, 0o700)
+    return None
+
+
+def provision(directory, nodes, broker_host, port=None, tls=False, listen=None, base="wattlog",
               ha_prefix="homeassistant", progress=print):
     """Returns {user: password} for everything provisioned so far."""
     for node in nodes:
-        if not NODE_ID.match(node) or node in (COLLECTOR, OPERATOR):
-            raise ProvisionError("%r is not a node id: 1-32 of a-z, 0-9, _ and -" % node)
+        if not NODE_ID.match(node) or node in CLIENTS:
+            raise ProvisionError("%r is not a node id: 1-32 of a-z, 0-9, _ and - (and not %s)"
+                                 % (node, ", ".join(CLIENTS)))
     tool = shutil.which("mosquitto_passwd")
     if tool is None:
         raise ProvisionError("mosquitto_passwd is missing: install the mosquitto package")
-    os.makedirs(directory, exist_ok=True)
+    if os.path.isdir(directory) and os.listdir(directory) and not os.path.exists(
+            os.path.join(directory, "credentials.json")):
+        raise ProvisionError("%s holds other files and no credentials.json: give provision a "
+                             "directory of its own (e.g. /etc/wattlog)" % directory)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    gid = _share_dir(directory)
+    shared = 0o640 if gid is not None else 0o600
     cred_path = os.path.join(directory, "credentials.json")
     try:
         creds = durable.read_json(cred_path) or {}
     except ValueError as e:
         raise ProvisionError("%s is unreadable (%s); fix or remove it" % (cred_path, e)) from None
-    for user in [COLLECTOR, OPERATOR] + list(nodes):
+    for user in list(CLIENTS) + list(nodes):
         if user not in creds:
             creds[user] = secrets.token_urlsafe(18)
             progress("new user %s" % user)
-    durable.write_json(cred_path, creds)
-    os.chmod(cred_path, 0o600)
-
-    passwd = os.path.join(directory, "passwd")
-    tmp = passwd + ".tmp"
-    open(tmp, "w").close()
-    os.chmod(tmp, 0o600)
-    for i, (user, password) in enumerate(sorted(creds.items())):
-        subprocess.run([tool, "-b", tmp, user, password], check=True, capture_output=True)
-        progress("hashing passwords: %d/%d" % (i + 1, len(creds)))
-    os.replace(tmp, passwd)
-    with open(os.path.join(directory, "acl"), "w") as f:
-        f.write(ACL % {"collector": COLLECTOR, "operator": OPERATOR, "base": base, "ha": ha_prefix})
+    durable.write_json(cred_path, creds, mode=0o600)
+    for user in CLIENTS:
+        durable.write_bytes(password_file(directory, user), (creds[user] + "\n").encode(),
+                            mode=0o600)
+    _write_passwd(tool, os.path.join(directory, "passwd"), creds, shared, gid, progress)
+    names = {"collector": COLLECTOR, "operator": OPERATOR, "homeassistant": HOMEASSISTANT,
+             "base": base, "ha": ha_prefix}
+    acl = ACL % names + "".join(NODE_ACL % dict(names, node=user) for user in sorted(creds)
+                                if user not in CLIENTS)
+    durable.write_bytes(os.path.join(directory, "acl"), acl.encode(), mode=shared, group=gid)
 
     port = port or (8883 if tls else 1883)
-    listener = "listener %d\n" % port
     if tls:
-        make_tls(directory, broker_host)
-        listener += "cafile %s\ncertfile %s\nkeyfile %s\n" % tuple(
-            os.path.join(os.path.abspath(directory), n) for n in ("ca.crt", "server.crt", "server.key"))
-    with open(os.path.join(directory, "mosquitto.conf"), "w") as f:
-        f.write("# wattlog provision: include this in /etc/mosquitto/conf.d/\n"
-                "per_listener_settings false\nallow_anonymous false\npassword_file %s\n"
-                "acl_file %s\n%s" % (os.path.abspath(passwd),
-                                     os.path.abspath(os.path.join(directory, "acl")), listener))
+        make_tls(directory, broker_host, gid)
+    durable.write_bytes(os.path.join(directory, "mosquitto.conf"),
+                        _mosquitto_conf(directory, port, listen, tls).encode(), mode=shared,
+                        group=gid)
+    os.makedirs(os.path.join(directory, "nodes"), mode=0o700, exist_ok=True)
     for node in nodes:
         node_dir = os.path.join(directory, "nodes", node)
-        os.makedirs(node_dir, exist_ok=True)
+        os.makedirs(node_dir, mode=0o700, exist_ok=True)
         broker = {"host": broker_host, "port": port, "user": node, "password": creds[node],
                   "ca": "ca.crt" if tls else None}
-        path = os.path.join(node_dir, "config.json")
-        durable.write_json(path, {"node_id": node, "base_topic": base, "broker": broker})
-        os.chmod(path, 0o600)
+        durable.write_json(os.path.join(node_dir, "config.json"),
+                           {"node_id": node, "base_topic": base, "broker": broker}, mode=0o600)
     return creds
 
 
-def make_tls(directory, host):
-    """A CA and a server certificate for `host` (a name or an IP address), made once."""
+def _mosquitto_conf(directory, port, listen, tls):
+    """Global options first; use_username_as_clientid is a listener option, so it follows the
+    listener line (before any listener, it would open a default listener on port 1883)."""
+    path = os.path.abspath(directory)
+    conf = ("# wattlog provision: copy this into /etc/mosquitto/conf.d/ and restart mosquitto\n"
+            "per_listener_settings false\nallow_anonymous false\npassword_file %s\n"
+            "acl_file %s\nlistener %d%s\nuse_username_as_clientid true\n"
+            % (os.path.join(path, "passwd"), os.path.join(path, "acl"), port,
+               " " + listen if listen else ""))
+    if tls:
+        conf += "cafile %s\ncertfile %s\nkeyfile %s\n" % tuple(
+            os.path.join(path, n) for n in ("ca.crt", "server.crt", "server.key"))
+    return conf
+
+
+def _write_passwd(tool, path, creds, mode, gid, progress):
+    """The clear passwords go into a 0600 temp file that `mosquitto_passwd -U` hashes in
+    place: no password ever appears on a command line."""
+    tmp = path + ".tmp"
+    with durable.create(tmp, 0o600) as f:
+        f.write("".join("%s:%s\n" % kv for kv in sorted(creds.items())).encode())
+    progress("hashing %d passwords" % len(creds))
+    done = subprocess.run([tool, "-U", tmp], capture_output=True, text=True)
+    if done.returncode != 0:
+        os.unlink(tmp)
+        raise ProvisionError("mosquitto_passwd -U failed: %s"
+                             % (done.stderr.strip() or "exit status %d" % done.returncode))
+    durable.install(tmp, path, mode, gid)
+
+
+def password_file(directory, user):
+    return os.path.join(directory, "%s.password" % user)
+
+
+def broker_access_command(directory):
+    """The one command line (for root) that lets the group mosquitto read what the broker
+    needs in `directory`, or None when it can already (or there is no such group)."""
+    gid = broker_gid()
+    if gid is None:
+        return None
+    paths = [directory] + [os.path.join(directory, n) for n in BROKER_FILES + TLS_BROKER_FILES
+                           if os.path.exists(os.path.join(directory, n))]
+
+    def readable(path):
+        st = os.stat(path)
+        need = 0o050 if os.path.isdir(path) else 0o040  # a directory: read and search
+        return st.st_gid == gid and st.st_mode & need == need
+    if all(readable(p) for p in paths):
+        return None
+    quoted = " ".join(shlex.quote(p) for p in paths)
+    return "sudo chgrp %s %s && sudo chmod g+rX %s" % (BROKER_GROUP, quoted, quoted)
+
+
+def make_tls(directory, host, gid=None):
+    """A CA and a server certificate for `host` (a name or an IP address), made once. The CA's
+    key stays 0600; the broker's key and certificates go to group `gid` (0640) if given."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -125,13 +247,11 @@ def make_tls(directory, host):
 
     ca_crt, ca_key = os.path.join(directory, "ca.crt"), os.path.join(directory, "ca.key")
     now = datetime.datetime.now(datetime.timezone.utc)
+    shared = 0o640 if gid is not None else 0o600
 
-    def write_key(path, key):
-        with open(path, "wb") as f:
-            f.write(key.private_bytes(serialization.Encoding.PEM,
-                                      serialization.PrivateFormat.PKCS8,
-                                      serialization.NoEncryption()))
-        os.chmod(path, 0o600)
+    def pem_key(key):
+        return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption())
 
     def name(cn):
         return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
@@ -148,9 +268,9 @@ def make_tls(directory, host):
               .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=3650))
               .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
               .sign(key, hashes.SHA256()))
-        write_key(ca_key, key)
-        with open(ca_crt, "wb") as f:
-            f.write(ca.public_bytes(serialization.Encoding.PEM))
+        durable.write_bytes(ca_key, pem_key(key), mode=0o600)
+    durable.write_bytes(ca_crt, ca.public_bytes(serialization.Encoding.PEM), mode=shared,
+                        group=gid)
     try:
         san = x509.IPAddress(ipaddress.ip_address(host))
     except ValueError:
@@ -161,19 +281,38 @@ def make_tls(directory, host):
             .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=3650))
             .add_extension(x509.SubjectAlternativeName([san]), critical=False)
             .sign(key, hashes.SHA256()))
-    write_key(os.path.join(directory, "server.key"), server_key)
-    with open(os.path.join(directory, "server.crt"), "wb") as f:
-        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    durable.write_bytes(os.path.join(directory, "server.key"), pem_key(server_key), mode=shared,
+                        group=gid)
+    durable.write_bytes(os.path.join(directory, "server.crt"),
+                        cert.public_bytes(serialization.Encoding.PEM), mode=shared, group=gid)
 
 
-def broker_url(creds, user, host, port, tls=False):
-    return "%s://%s:%s@%s:%d" % ("mqtts" if tls else "mqtt", user, creds[user], host, port)
+def broker_url(user, host, port, tls=False):
+    """The URL a client gives as --broker; the password goes in a file, never in here."""
+    return "%s://%s@%s:%d" % ("mqtts" if tls else "mqtt", user, host, port)
 
 
-def main_text(creds, directory, host, port, tls):
-    return ("provisioned %d nodes in %s\n  broker config: %s/mosquitto.conf (include it in "
-            "/etc/mosquitto/conf.d/ and restart mosquitto)\n  collector: wattlog collect "
-            "--broker '%s'%s --data DATA\n  node configs: %s/nodes/<node>/config.json"
-            % (len(creds) - 2, directory, directory, broker_url(creds, COLLECTOR, host, port, tls),
-               " --ca %s/ca.crt" % directory if tls else "", directory))
+def main_text(creds, directory, host, port, tls, listen=None):
+    """What to do next; names the password files, never shows a password."""
+    if listen and not tls and listen not in ("0.0.0.0", "::"):
+        host = listen  # the broker listens there only
+    ca = " --ca %s" % shlex.quote(os.path.join(directory, "ca.crt")) if tls else ""
 
+    def login(user):
+        return "--broker %s --password-file %s%s" % (
+            broker_url(user, host, port, tls), shlex.quote(password_file(directory, user)), ca)
+    text = ("provisioned %d nodes in %s\n"
+            "  broker config: %s (copy it into /etc/mosquitto/conf.d/ and restart mosquitto)\n"
+            "  collector: wattlog collect %s --data DATA\n"
+            "  switching: wattlog plug status NODE %s\n"
+            "  Home Assistant: MQTT user %s, password in %s\n"
+            "  node configs: %s"
+            % (len([u for u in creds if u not in CLIENTS]), directory,
+               os.path.join(directory, "mosquitto.conf"), login(COLLECTOR), login(OPERATOR),
+               HOMEASSISTANT, password_file(directory, HOMEASSISTANT),
+               os.path.join(directory, "nodes", "<node>", "config.json")))
+    command = broker_access_command(directory)
+    if command:
+        text += ("\n  mosquitto (group %s) cannot read these files yet; as root, run:\n%s"
+                 % (BROKER_GROUP, command))
+    return text

@@ -10,6 +10,9 @@ config.json, on the flash root:
   interval_s  10                   slot length, 1..3600
   batch_max   64                   records per MQTT batch, 1..1024
   batch_wait_s 30                  longest a reading waits for its batch to fill, 0..600
+  ack_timeout_s 0                  readings the broker accepted and the collector has not
+                                   acknowledged after this long are sent again, 0..28800;
+                                   0: three of the collector's commit intervals (link.py)
   relay_power_on "restore"         relay at power-on: "off", "on", or "restore" the last state
   checkpoint_wh 100, checkpoint_s 21600   flash checkpoint of the energy total: at most every
                                    100 Wh or 6 h, whichever comes later (see energy.py)
@@ -40,6 +43,7 @@ DEFAULTS = {
     "interval_s": 10,
     "batch_max": 64,
     "batch_wait_s": 30,
+    "ack_timeout_s": 0,
     "relay_power_on": "restore",
     "checkpoint_wh": 100,
     "checkpoint_s": 21600,
@@ -49,6 +53,7 @@ DEFAULTS = {
     "sim": {},
 }
 _RANGES = {"interval_s": (1, 3600), "batch_max": (1, 1024), "batch_wait_s": (0, 600),
+           "ack_timeout_s": (0, 28800),
            "checkpoint_wh": (1, 100000), "checkpoint_s": (60, 604800), "watchdog_s": (10, 600)}
 _CHOICES = {"relay_power_on": ("off", "on", "restore")}
 _ID_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_-"

@@ -10,16 +10,32 @@ said, so the collector's answer to it cannot be missed.
 Store and forward (DESIGN.md, "the one idea")
 - A batch is the run of ring records from `ring.sent`; the broker's PUBACK moves `sent` on.
   Records stay in the ring until the collector's ack says they are on its disk:
-      {"boot": B, "seq": S, "time": T}   retained: this boot's records below S are stored
+      {"boot": B, "seq": S, "time": T}   retained, after a commit: records below S are stored
       {"boot": B, "seq": S, "resend": R} not retained: the collector lacks records from R
-      {"time": T, "clock": true}         not retained: the collector's clock (clock.py)
+      {"time": T, "clock": true, "commit_s": C}  not retained, the answer to "online": the
+                                         collector's clock (clock.py) and commit interval
   An ack for another boot is the previous boot's (retained) and means nothing now. An ack
   past what was ever sent, or one that is not this JSON, frees nothing and is reported.
-- After every (re)connect the ring is rewound to its oldest held record: the broker may have
-  lost what it had (a restart), and the collector writes duplicates idempotently.
+- A PUBACK says the broker has a batch, not that the collector will get it: mosquitto drops
+  a message for a subscriber whose queue is full (max_queued_messages) and still PUBACKs
+  the publisher, and the collector can ask for a hole only when a later batch shows it. So
+  the ring is rewound to send again what the broker accepted but the collector's acks do
+  not cover (the collector writes duplicates idempotently; a rewind frees nothing):
+    * after every (re)connect, to its oldest held record (the broker may have lost it all);
+    * when the collector asks (resend);
+    * when a commit's ack repeats the previous one's seq S although records from S had been
+      accepted by the broker before that previous ack came: a whole commit went by
+      without them;
+    * when accepted records have had no ack for ack_timeout_s (config; by default 3 commit
+      intervals as the collector states them, ACK_TIMEOUT_DEFAULT_S until it has), to the
+      oldest held record; the wait doubles after each such rewind that brings no ack, up to
+      16 times the timeout, so a collector that is away for long is not flooded with copies.
+  The log topic says it once when the collector starts to lack accepted records, not for
+  every rewind.
 - A batch goes out when batch_max records are waiting or the oldest has waited batch_wait_s
   (real time): fuller batches cost fewer bytes per reading, and the live view comes from the
-  state topic, not from the readings. One batch is in flight at a time.
+  state topic, not from the readings. Records sent before (after a rewind) go out at once.
+  One batch is in flight at a time.
 
 Design notes
 - umqtt.simple does connect, ping, small publishes and incoming messages. Batches are framed
@@ -45,6 +61,14 @@ from micropython import const
 
 KEEPALIVE_S = const(60)
 PUBACK_TIMEOUT_MS = const(15000)
+ACK_TIMEOUT_DEFAULT_S = const(900)  # until the collector states its commit interval
+ACK_TIMEOUT_MAX_S = const(28800)    # x16 in ms stays below 2**29: a small int, a ticks_diff
+_ACK_TIMEOUT_COMMITS = const(3)     # the ack timeout in the collector's commit intervals
+_ACK_BACKOFF_MAX = const(4)         # the wait doubles at most 4 times: 16 x the timeout
+_COMMIT_S_MAX = const(86400)
+_ASKED = const(0)            # why a rewind: the collector asked
+_SEEN_IN_ACKS = const(1)     # a commit's ack repeated the last one's seq
+_SEEN_BY_TIMEOUT = const(2)  # no ack within the ack timeout
 _BACKOFF_MIN_MS = const(1000)
 _BACKOFF_MAX_MS = const(60000)
 _PUBLISH_QOS1 = const(0x32)
@@ -94,6 +118,13 @@ class Link:
         self.batch_max = cfg["batch_max"]
         self.batch_wait_ms = cfg["batch_wait_s"] * 1000
         self._waiting_since_ms = -1
+        self._ack_timeout_fixed = cfg.get("ack_timeout_s", 0) > 0
+        self.ack_timeout_ms = (cfg.get("ack_timeout_s", 0) or ACK_TIMEOUT_DEFAULT_S) * 1000
+        self._ack_backoff = 0      # rewinds for want of an ack since the last ack that freed
+        self._unacked_ms = -1      # since when accepted records have waited for an ack
+        self._ack_seq = -1         # the seq of the last commit ack heard on this connection
+        self._sent_at_ack = 0      # ring.sent when it came: accepted before it
+        self._lacking = False      # said on the log that the collector lacks accepted records
         self._random = random_bytes
         self._handlers = handlers
         self._fixed = bytearray(5)
@@ -105,7 +136,7 @@ class Link:
         self.batches = 0
         self.bytes_sent = 0
         self.acks = 0
-        self.resends = 0
+        self.resends = 0  # rewinds to send again what the collector lacks (asked or seen)
         self.bad_acks = 0
         self.sent_top = 0  # highest seq + 1 ever put on the wire this boot
         self.last_error = None
@@ -125,6 +156,8 @@ class Link:
         self.mq.sock.write(self._subscribe)
         self.mq.publish(self.t_status, b"online", retain=True)
         self.ring.rewind(self.ring.first)  # the broker may have lost what it had: send it again
+        self._unacked_ms = -1
+        self._ack_seq = -1  # the retained ack comes again now: it is no second commit
         self._last_tx_ms = time.ticks_ms()
         self._backoff_ms = 0
         self.connects += 1
@@ -167,8 +200,10 @@ class Link:
                 if time.ticks_diff(now, self._sent_ms) > PUBACK_TIMEOUT_MS:
                     self._drop("no PUBACK for a batch within %d ms" % PUBACK_TIMEOUT_MS)
                     return
-            elif self.up and self._batch_due(now, flush):
-                self._send_batch()
+            elif self.up:
+                self._check_acks(now)
+                if self._batch_due(now, flush):
+                    self._send_batch()
             if self.up and time.ticks_diff(now, self._last_tx_ms) > KEEPALIVE_S * 500:
                 self.mq.ping()
                 self._last_tx_ms = now
@@ -192,6 +227,8 @@ class Link:
                 if self._inflight_n and pid == self._inflight_pid:
                     if self.ring.sent == self._inflight_seq:  # not rewound meanwhile
                         self.ring.sent_to(self._inflight_seq + self._inflight_n)
+                        if self._unacked_ms < 0:
+                            self._unacked_ms = time.ticks_ms()
                     self._inflight_n = 0
             elif op == _SUBACK:
                 if self.mq.sock.readinto(rx, 7) != 7 or rx[0] != 6:  # 4 topics: 6 bytes
@@ -209,7 +246,7 @@ class Link:
             return False
         if self._waiting_since_ms < 0:
             self._waiting_since_ms = now
-        if flush or waiting >= self.batch_max or \
+        if flush or waiting >= self.batch_max or self.ring.sent < self.sent_top or \
                 time.ticks_diff(now, self._waiting_since_ms) >= self.batch_wait_ms:
             self._waiting_since_ms = -1
             return True
@@ -263,10 +300,7 @@ class Link:
         try:
             ack = json.loads(msg)
             if ack.get("clock") is True:
-                t = ack["time"]
-                if not isinstance(t, int):
-                    raise TypeError
-                self._handlers["clock"](t)
+                self._on_clock(ack)
                 return
             boot, seq, resend = ack["boot"], ack["seq"], ack.get("resend", -1)
             if not (isinstance(boot, int) and isinstance(seq, int) and isinstance(resend, int)):
@@ -280,12 +314,57 @@ class Link:
             self._bad_ack("seq %d / resend %d is past what this node has sent (%d)"
                           % (seq, resend, self.sent_top))
             return
-        self.ring.release(seq)
+        ring = self.ring
+        freed = seq > ring.first
+        ring.release(seq)
         self.acks += 1
+        if freed:  # the collector is storing: wait a whole timeout again before doubting it
+            self._ack_backoff = 0
+            self._lacking = False
+            self._unacked_ms = time.ticks_ms() if ring.sent > ring.first else -1
         if resend >= 0:
-            self.ring.rewind(resend)
-            self._inflight_n = 0  # its PUBACK must not move `sent` past the rewound records
-            self.resends += 1
+            self._rewind(resend, _ASKED)
+            return
+        if seq == self._ack_seq and self._sent_at_ack > seq:
+            self._rewind(seq, _SEEN_IN_ACKS)
+        self._ack_seq = seq
+        self._sent_at_ack = ring.sent
+
+    def _on_clock(self, ack):
+        t, commit_s = ack["time"], ack.get("commit_s", 0)
+        if not (isinstance(t, int) and isinstance(commit_s, int)) or \
+                not 0 <= commit_s <= _COMMIT_S_MAX:
+            raise TypeError
+        if commit_s and not self._ack_timeout_fixed:
+            self.ack_timeout_ms = min(_ACK_TIMEOUT_COMMITS * commit_s, ACK_TIMEOUT_MAX_S) * 1000
+        self._handlers["clock"](t)
+
+    def _check_acks(self, now):
+        """From service(), allocation-free: rewind when accepted records have waited for an
+        ack longer than the ack timeout (doubled after each fruitless try)."""
+        if self._unacked_ms < 0 or time.ticks_diff(now, self._unacked_ms) <= \
+                self.ack_timeout_ms << self._ack_backoff:
+            return
+        self._rewind(self.ring.first, _SEEN_BY_TIMEOUT)
+        if self._ack_backoff < _ACK_BACKOFF_MAX:
+            self._ack_backoff += 1
+
+    def _rewind(self, seq, why):
+        """Send again from seq: the collector lacks it. why: _ASKED, or how the node saw it
+        itself (then said on the log once, until an ack frees records again)."""
+        ring = self.ring
+        if why != _ASKED and not self._lacking:
+            self._lacking = True
+            if why == _SEEN_IN_ACKS:
+                reason = "a commit went by without them"
+            else:
+                reason = "no ack for them in %d s" % (self.ack_timeout_ms // 1000)
+            self.log("the collector lacks readings from seq %d that the broker accepted (%s); "
+                     "sending them again" % (max(seq, ring.first), reason))
+        ring.rewind(seq)
+        self._inflight_n = 0  # its PUBACK must not move `sent` past the rewound records
+        self._unacked_ms = -1  # the resend's PUBACK starts the wait again
+        self.resends += 1
 
     def _bad_ack(self, why):
         self.bad_acks += 1

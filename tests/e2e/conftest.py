@@ -2,6 +2,7 @@
 authentication and the ACL on (tools/lib/broker.py), and the collector and simulated plugs
 (helpers.py), each stopped when its test ends, pass or fail."""
 
+import json
 import sys
 
 import pytest
@@ -21,9 +22,12 @@ def broker(tmp_path):
 
 @pytest.fixture
 def collectors():
+    """start(url, data, commit_interval=S[, password_file=F]): `wattlog collect`; for the url
+    of a Broker it logs in with that broker's collector password file."""
     started = []
 
     def start(url, data, **kw):
+        kw.setdefault("password_file", Broker.collector_password_file(url))
         c = Collector(url, data, **kw)
         started.append(c)
         return c
@@ -47,13 +51,21 @@ def simnodes(broker):
         n.stop()
 
 
+def pytest_sessionstart(session):
+    """A new run starts a new fault table (in the main process, not in pytest-xdist's workers)."""
+    import test_faults
+    if not hasattr(session.config, "workerinput") and test_faults.ROWS_FILE.exists():
+        test_faults.ROWS_FILE.unlink()
+
+
 def pytest_terminal_summary(terminalreporter):
     """The fault suite's table (test_faults.py), also kept in build/test-results/faults.txt."""
     import test_faults
-    if not test_faults.ROWS:
+    if not test_faults.ROWS_FILE.exists():
         return
+    rows = sorted(json.loads(line) for line in test_faults.ROWS_FILE.read_text().splitlines())
     lines = ["%-58s %9s %9s %6s %7s" % ("fault scenario", "produced", "stored", "lost", "time s")]
-    for scenario, produced, stored, lost, seconds in test_faults.ROWS:
+    for scenario, produced, stored, lost, seconds in rows:
         lines.append("%-58s %9d %9d %6d %7.0f" % (scenario, produced, stored, lost, seconds))
     terminalreporter.write_sep("-", "fault suite: readings produced / stored / lost")
     for line in lines:

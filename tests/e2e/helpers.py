@@ -12,15 +12,18 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 class Collector:
-    """`wattlog collect` in its own process, logging to a file."""
+    """`wattlog collect` in its own process, logging to a file; the broker password comes
+    from password_file, as the README says, never on the command line."""
 
-    def __init__(self, url, data, commit_interval=300):
+    def __init__(self, url, data, commit_interval=300, password_file=None):
         self.data = str(data)
         self.log_path = self.data + ".log"
         self._log = open(self.log_path, "w")
+        login = ["--password-file", str(password_file)] if password_file else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "wattlog.cli", "collect", "--broker", url, "--data", self.data,
-             "--commit-interval", str(commit_interval), "--status-interval", "2"],
+            [sys.executable, "-m", "wattlog.cli", "collect", "--broker", url] + login
+            + ["--data", self.data, "--commit-interval", str(commit_interval),
+               "--status-interval", "2"],
             stdout=self._log, stderr=subprocess.STDOUT)
 
     def wait_for(self, text, timeout_s=20.0):

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from helpers import aligned_past, wattlog
+from wattlog.provision import OPERATOR
 from test_link import Listener
 
 # What Home Assistant requires of a device discovery payload (REFERENCE.md) and of the
@@ -94,26 +95,26 @@ def test_commands_are_answered_and_bad_ones_change_nothing(broker, simnodes, tmp
 
 def test_wattlog_plug_switches_and_reads_a_plug(broker, simnodes):
     start_live(simnodes, broker, "cli-1")
+    """As the README says: the operator's user, its password from provision's file."""
     Listener(broker, "wattlog/cli-1/state").wait("wattlog/cli-1/state")
-    url = broker.url.replace(broker.url.split("//")[1].split("@")[0],
-                             "wattlog-operator:" + broker.creds["wattlog-operator"])
-    out = wattlog("plug", "off", "cli-1", "--broker", url)
+    login = ["--broker", "mqtt://%s@127.0.0.1:%d" % (OPERATOR, broker.port),
+             "--password-file", broker.password_file(OPERATOR)]
+    out = wattlog("plug", "off", "cli-1", *login)
     assert out.startswith("cli-1: relay OFF")
-    out = wattlog("plug", "toggle", "cli-1", "--broker", url)
+    out = wattlog("plug", "toggle", "cli-1", *login)
     assert out.startswith("cli-1: relay ON") and "500.0 W" in wattlog("plug", "status", "cli-1",
-                                                                      "--broker", url)
+                                                                      *login)
     with pytest.raises(Exception) as e:
-        wattlog("plug", "on", "no-such-plug", "--broker", url, "--timeout", 2)
+        wattlog("plug", "on", "no-such-plug", "--timeout", 2, *login)
     assert "no plug 'no-such-plug' has ever reported" in e.value.stderr
 
 
 def test_forged_and_malformed_acks_free_nothing(broker, collectors, simnodes, tmp_path):
     """No collector runs, so nothing may be freed; forged acks (garbage, another boot, a seq
-    past what was sent) are published by the test user, who may publish anything."""
-    from broker import TEST_USER
+    past what was sent) are published by a test user, who may publish anything."""
     node = simnodes(broker.port, "forge", "--profile", "constant:500", "--speed", 50,
                     "--start", aligned_past(1800))
-    forger = broker.client("forger", user=TEST_USER)
+    forger = broker.client("forger")
     forger.connect("127.0.0.1", broker.port)
     forger.loop_start()
     log = Listener(broker, "wattlog/forge/log")
@@ -134,10 +135,9 @@ def test_forged_and_malformed_acks_free_nothing(broker, collectors, simnodes, tm
 def test_forged_ack_for_the_right_boot_but_past_what_was_sent(broker, simnodes):
     """The boot id is random; a forger who read it from a batch still cannot free readings
     the node has not sent: a seq past them is refused."""
-    from broker import TEST_USER
     from wattnode import wire
     seen = {}
-    spy = broker.client("spy", user=TEST_USER)
+    spy = broker.client("spy")
     spy.on_message = lambda c, u, m: seen.setdefault("hdr", wire.decode_header(m.payload))
     spy.connect("127.0.0.1", broker.port)
     spy.subscribe("wattlog/forge2/readings", qos=1)
@@ -271,13 +271,13 @@ def test_tls_listener_with_the_provisioned_ca(tmp_path):
     tls_dir.mkdir()
     make_tls(str(tls_dir), "127.0.0.1")
     port = free_port()
-    extra = "listener %d 127.0.0.1\ncafile %s\ncertfile %s\nkeyfile %s\n" % (
-        port, tls_dir / "ca.crt", tls_dir / "server.crt", tls_dir / "server.key")
+    extra = ("listener %d 127.0.0.1\nuse_username_as_clientid true\ncafile %s\ncertfile %s\n"
+             "keyfile %s\n" % (port, tls_dir / "ca.crt", tls_dir / "server.crt", tls_dir / "server.key"))
     with Broker(str(tmp_path / "mosquitto"), extra_conf=extra) as b:
-        url = "mqtts://wattlog-operator:%s@127.0.0.1:%d" % (b.creds["wattlog-operator"], port)
+        url = "mqtts://%s@127.0.0.1:%d" % (OPERATOR, port)
         results = []
         for ca in (str(tls_dir / "ca.crt"), None):
-            client, host, p = client_for(url, "tls-test", ca)
+            client, host, p = client_for(url, "tls-test", ca, b.creds[OPERATOR])
             got = queue.Queue()
             client.on_connect = lambda c, u, f, rc, pr: got.put(not rc.is_failure)
             try:

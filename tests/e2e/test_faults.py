@@ -21,14 +21,16 @@ import time
 import numpy as np
 import pytest
 
-from helpers import summaries, wattlog
+from helpers import REPO, summaries, wattlog
 from netcut import Relay
 from wattlog.feeds import Registry
 from wattlog.phpfina import Feed
 
 SPEED = 100
 INTERVAL = 10
-ROWS = []  # (scenario, produced, stored, lost, accounted for, seconds): conftest prints them
+# One JSON line per scenario: (scenario, produced, stored, lost, seconds). A file, not a list:
+# the scenarios may run in other processes (pytest-xdist); conftest.py prints the table.
+ROWS_FILE = REPO / "build" / "test-results" / "fault-rows.jsonl"
 CRASH = re.compile(r"crash at node time \d+ after (\d+) readings from slot (\d+), (\d+) of them "
                    r"unsent \((\d+) never sent\)")
 
@@ -86,7 +88,9 @@ def account(scenario, data, nodes, began, allowed_lost=None):
         wrong = {t: v for t, v in have.items() if v != watts}
         assert not wrong, "%s: values not its %d W: %s" % (node, watts, list(wrong.items())[:5])
         kept += len(have)
-    ROWS.append((scenario, produced, kept, lost, time.monotonic() - began))
+    ROWS_FILE.parent.mkdir(parents=True, exist_ok=True)
+    with open(ROWS_FILE, "a") as f:  # one short write: lines from several processes stay whole
+        f.write(json.dumps([scenario, produced, kept, lost, time.monotonic() - began]) + "\n")
     assert kept + lost == produced
     return produced, kept, lost
 

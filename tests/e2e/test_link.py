@@ -35,8 +35,8 @@ class Listener:
         raise AssertionError("nothing on %s matching within %.0f s" % (topic, timeout_s))
 
     def close(self):
+        self.c.disconnect()  # first: the network thread then ends at once, not after 1 s
         self.c.loop_stop()
-        self.c.disconnect()
 
 
 def test_status_state_relay_and_last_will(broker, simnodes):

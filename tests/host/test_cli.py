@@ -68,3 +68,61 @@ def test_times_can_be_unix_iso_or_relative():
     assert cli.parse_time("now-1.5d", now=1795248000) == 1795248000 - 129600
     with pytest.raises(Exception, match="is not a time"):
         cli.parse_time("yesterday")
+
+
+SECRET = "s3cret-Pa55"
+
+
+@pytest.mark.parametrize("verb", [["collect", "--data", "DATA"], ["plug", "status", "plug-1"]])
+@pytest.mark.parametrize("url", [
+    "mqtt://collector:%s@" % SECRET,              # no host
+    "mqtt://collector:%s@host:99999" % SECRET,    # port out of range
+    "mqtt://collector:%s@host:port" % SECRET,     # port not a number
+    "http://collector:%s@host" % SECRET,          # not MQTT
+    "mqtt://collector:%s/x@" % SECRET,            # a password with a slash
+])
+def test_a_bad_broker_url_is_named_without_its_password(data, verb, url):
+    """Issue 9 item 14: the error echoed the whole URL, password included."""
+    argv = [data if a == "DATA" else a for a in verb] + ["--broker", url]
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    message = str(e.value)
+    assert "expected mqtt://[USER@]HOST[:PORT]" in message and "\n" not in message
+    assert SECRET not in message and "collector:***@" in message, message
+
+
+def test_the_password_comes_from_a_file_or_the_environment(tmp_path, monkeypatch):
+    """--password-file (its first line) wins over $WATTLOG_MQTT_PASSWORD; errors name the
+    file, never its content."""
+    args = cli.build_parser().parse_args(["collect", "--data", "d"])
+    monkeypatch.delenv(cli.PASSWORD_ENV, raising=False)
+    assert cli._broker_password(args) is None
+    monkeypatch.setenv(cli.PASSWORD_ENV, "from-env")
+    assert cli._broker_password(args) == "from-env"
+    pw = tmp_path / "collector.password"
+    pw.write_text(SECRET + "\nsecond line\n")
+    args.password_file = str(pw)
+    assert cli._broker_password(args) == SECRET
+    for content, words in ((b"", "is empty"), (b"\xff" + SECRET.encode(), "is not UTF-8 text")):
+        pw.write_bytes(content)
+        with pytest.raises(cli.CliError, match=words) as e:
+            cli._broker_password(args)
+        assert SECRET not in str(e.value)
+    args.password_file = str(tmp_path / "missing")
+    with pytest.raises(cli.CliError, match="cannot read the password file .*missing"):
+        cli._broker_password(args)
+
+
+def test_a_password_without_a_user_is_refused(data):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["collect", "--data", data, "--broker", "mqtt://127.0.0.1:1", "--password-file",
+                  __file__])
+    assert "names no user: give mqtt://USER@HOST[:PORT]" in str(e.value)
+
+
+def test_nodes_says_in_one_line_that_commit_json_is_damaged(data, capsys):
+    with open(data + "/commit.json", "w") as f:
+        f.write("[1, 2]")
+    with pytest.raises(SystemExit) as e:
+        cli.main(["nodes", "--data", data])
+    assert "commit.json is damaged (it is list, not an object)" in str(e.value)

@@ -1,47 +1,76 @@
 """test_provision.py - `wattlog provision` writes what mosquitto and the plugs need, keeps every
-password when run again, and signs the broker's certificate with the CA it makes. (That the
-broker then enforces the ACL is tested against a real mosquitto: tests/e2e/test_control.py.)"""
+password when run again, signs the broker's certificate with the CA it makes, lets the group
+mosquitto read exactly the broker's files, creates every secret 0600 from the start and never
+prints a password. (That the broker then starts as Debian starts it and enforces the ACL is
+tested against a real mosquitto: tests/e2e/test_broker_security.py.)"""
 
+import builtins
+import grp
 import json
 import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
-from wattlog.provision import COLLECTOR, OPERATOR, ProvisionError, provision
+from wattlog import cli
+from wattlog.provision import (CLIENTS, COLLECTOR, HOMEASSISTANT, OPERATOR, ProvisionError,
+                               broker_access_command, broker_gid, password_file, provision)
+
+SECRETS = ("credentials.json", "wattlog-collector.password", "wattlog-operator.password",
+           "homeassistant.password", "ca.key", "config.json")
+BROKER_READS = ("passwd", "acl", "mosquitto.conf", "server.key", "server.crt", "ca.crt")
+needs_group = pytest.mark.skipif(broker_gid() is None, reason="no group mosquitto here")
+
+
+def quiet(*args, **kw):
+    return provision(*args, progress=lambda t: None, **kw)
 
 
 def test_files_users_and_idempotence(tmp_path):
     d = str(tmp_path / "p")
-    creds = provision(d, ["plug-a"], "192.168.1.10", progress=lambda t: None)
-    assert set(creds) == {COLLECTOR, OPERATOR, "plug-a"}
+    creds = quiet(d, ["plug-a"], "192.168.1.10")
+    assert set(creds) == {COLLECTOR, OPERATOR, HOMEASSISTANT, "plug-a"}
     cfg = json.loads((tmp_path / "p" / "nodes" / "plug-a" / "config.json").read_text())
     assert cfg["broker"] == {"host": "192.168.1.10", "port": 1883, "user": "plug-a",
                              "password": creds["plug-a"], "ca": None}
-    assert oct(os.stat(tmp_path / "p" / "credentials.json").st_mode & 0o777) == "0o600"
+    for user in CLIENTS:
+        assert open(password_file(d, user)).read() == creds[user] + "\n"
     passwd = (tmp_path / "p" / "passwd").read_text()
-    assert all(line.split(":")[0] in creds for line in passwd.splitlines())
-    assert creds["plug-a"] not in passwd  # hashed, never in clear
-    acl = (tmp_path / "p" / "acl").read_text()
-    assert "pattern write wattlog/%u/#" in acl and "pattern read wattlog/%u/ack" in acl
-    assert "topic write wattlog/+/ack" in acl
+    assert sorted(line.split(":")[0] for line in passwd.splitlines()) == sorted(creds)
+    assert not [p for p in creds.values() if p in passwd]  # hashed, never in clear
     conf = (tmp_path / "p" / "mosquitto.conf").read_text()
-    assert "allow_anonymous false" in conf and "listener 1883" in conf
-    again = provision(d, ["plug-b"], "192.168.1.10", progress=lambda t: None)
+    assert "allow_anonymous false" in conf
+    assert "listener 1883\nuse_username_as_clientid true\n" in conf  # a listener option
+    again = quiet(d, ["plug-b"], "192.168.1.10")
     assert {k: again[k] for k in creds} == creds and "plug-b" in again
 
 
-def test_bad_node_ids_are_refused(tmp_path):
-    with pytest.raises(ProvisionError, match="not a node id"):
-        provision(str(tmp_path), ["Kitchen Plug"], "h", progress=lambda t: None)
-    with pytest.raises(ProvisionError, match="not a node id"):
-        provision(str(tmp_path), [COLLECTOR], "h", progress=lambda t: None)
+def test_listen_address(tmp_path):
+    quiet(str(tmp_path / "p"), ["plug-a"], "192.168.1.10", port=1999, listen="127.0.0.1")
+    assert "listener 1999 127.0.0.1\n" in (tmp_path / "p" / "mosquitto.conf").read_text()
+
+
+def test_bad_node_ids_and_foreign_directories_are_refused(tmp_path):
+    for bad in ("Kitchen Plug", COLLECTOR, OPERATOR, HOMEASSISTANT):
+        with pytest.raises(ProvisionError, match="not a node id"):
+            quiet(str(tmp_path / "p"), [bad], "h")
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "passwd").write_text("root:x:0:0\n")
+    with pytest.raises(ProvisionError, match="holds other files and no credentials.json"):
+        quiet(str(tmp_path / "etc"), ["plug-a"], "h")
+    assert oct((tmp_path / "etc").stat().st_mode & 0o777) == "0o755"  # left alone
 
 
 def test_tls_certificate_chains_to_the_ca(tmp_path):
     from cryptography import x509
     from cryptography.hazmat.primitives.asymmetric import ec
     d = tmp_path / "t"
-    provision(str(d), ["plug-a"], "192.168.1.10", tls=True, progress=lambda t: None)
+    quiet(str(d), ["plug-a"], "192.168.1.10", tls=True)
     ca = x509.load_pem_x509_certificate((d / "ca.crt").read_bytes())
     server = x509.load_pem_x509_certificate((d / "server.crt").read_bytes())
     ca.public_key().verify(server.signature, server.tbs_certificate_bytes,
@@ -53,5 +82,152 @@ def test_tls_certificate_chains_to_the_ca(tmp_path):
     conf = (d / "mosquitto.conf").read_text()
     assert "listener 8883" in conf and "certfile" in conf
     before = (d / "ca.crt").read_bytes()
-    provision(str(d), ["plug-b"], "192.168.1.10", tls=True, progress=lambda t: None)
+    quiet(str(d), ["plug-b"], "192.168.1.10", tls=True)
     assert (d / "ca.crt").read_bytes() == before  # the plugs' CA stays the same
+
+
+def _modes(d):
+    out = {}
+    for root, dirs, files in os.walk(d):
+        for name in dirs + files:
+            st = os.stat(os.path.join(root, name))
+            out[os.path.relpath(os.path.join(root, name), d)] = (st.st_mode & 0o777, st.st_gid)
+    return out
+
+
+@needs_group
+def test_the_broker_group_reads_the_broker_files_and_nothing_else(tmp_path):
+    """Debian's mosquitto drops to the user mosquitto before it reads passwd and acl (issue 9
+    item 11): DIR 0750 and the broker's files 0640, group mosquitto; every secret 0600, owner
+    only; nodes/ 0700."""
+    d = tmp_path / "p"
+    quiet(str(d), ["plug-a"], "192.168.1.10", tls=True)
+    gid = broker_gid()
+    modes = _modes(d)
+    assert (d.stat().st_mode & 0o777, d.stat().st_gid) == (0o750, gid)
+    for name in BROKER_READS:
+        assert modes.pop(name) == (0o640, gid), name
+    assert modes.pop("nodes")[0] == modes.pop("nodes/plug-a")[0] == 0o700
+    assert {name: mode for name, (mode, _) in modes.items()} == {
+        name: 0o600 for name in modes}, modes  # the rest: secrets, owner only
+    assert set(os.path.basename(n) for n in modes) == set(SECRETS)
+    assert broker_access_command(str(d)) is None
+
+
+def test_every_file_is_created_with_its_final_mode(tmp_path, monkeypatch):
+    """With the umask at 0, each file's mode at creation and at its rename into place is what
+    provision asked for: no secret (credentials, password files, node configs, keys, the
+    password file before it is hashed) is ever readable by anyone else, not even for the
+    instant before a chmod (the old code made credentials.json.tmp 0644 and chmod'ed after)."""
+    d = tmp_path / "p"
+    created, renamed = {}, {}
+    real_open, real_os_open, real_replace = builtins.open, os.open, os.replace
+
+    def note(path):
+        path = os.fspath(path)
+        if str(d) in os.path.abspath(path) and os.path.relpath(path, d) not in created:
+            created[os.path.relpath(path, d)] = os.stat(path).st_mode & 0o777
+
+    def spy_open(path, mode="r", *a, **kw):
+        f = real_open(path, mode, *a, **kw)
+        if isinstance(path, (str, os.PathLike)) and set(mode) & set("wax"):
+            note(path)
+        return f
+
+    def spy_os_open(path, flags, *a, **kw):
+        fd = real_os_open(path, flags, *a, **kw)
+        if flags & os.O_CREAT:
+            note(path)
+        return fd
+
+    def spy_replace(src, dst, *a, **kw):
+        st = os.stat(src)
+        renamed[os.path.relpath(dst, d)] = (st.st_mode & 0o777, st.st_gid)
+        return real_replace(src, dst, *a, **kw)
+    monkeypatch.setattr(builtins, "open", spy_open)
+    monkeypatch.setattr(os, "open", spy_os_open)
+    monkeypatch.setattr(os, "replace", spy_replace)
+    old = os.umask(0)
+    try:
+        quiet(str(d), ["plug-a"], "192.168.1.10", tls=True)
+        quiet(str(d), ["plug-b"], "192.168.1.10", tls=True)  # again, over existing files
+    finally:
+        os.umask(old)
+    assert created and all(mode == 0o600 for mode in created.values()), created
+    for name, (mode, gid) in renamed.items():
+        if os.path.basename(name) in SECRETS:
+            assert mode == 0o600, (name, oct(mode))
+        else:
+            assert os.path.basename(name) in BROKER_READS, name
+            assert (mode, gid) in ((0o600, os.getgid()), (0o640, broker_gid())), (name, oct(mode))
+    assert {os.path.basename(n) for n in renamed} == set(SECRETS + BROKER_READS)
+
+
+def test_provision_prints_no_password(tmp_path, capsys):
+    """Its closing text names the password files and how to use them (issue 9 item 14: it
+    used to show the collector's URL with the password)."""
+    d = str(tmp_path / "p")
+    cli.main(["provision", "--dir", d, "--broker-host", "192.168.1.10", "--tls", "plug-a"])
+    out = capsys.readouterr()
+    creds = json.loads((tmp_path / "p" / "credentials.json").read_text())
+    assert not [p for p in creds.values() if p in out.out + out.err]
+    assert ("wattlog collect --broker mqtts://wattlog-collector@192.168.1.10:8883 "
+            "--password-file %s --ca %s/ca.crt" % (password_file(d, COLLECTOR), d)) in out.out
+    assert "--password-file %s" % password_file(d, OPERATOR) in out.out
+    assert password_file(d, HOMEASSISTANT) in out.out
+
+
+@pytest.fixture
+def public_tmp():
+    """A temporary directory other users can reach (pytest's tmp_path lies under a 0700 one)."""
+    path = tempfile.mkdtemp(prefix="wattlog-provision-")
+    os.chmod(path, 0o755)
+    yield Path(path)
+    shutil.rmtree(path)
+
+
+def _run_as(user, argv):
+    """cli.main(argv) in a child process that has dropped root for `user`: it runs the code
+    this interpreter has loaded already. Its output."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(user.pw_gid)
+            os.setuid(user.pw_uid)
+            os.dup2(write, 1)
+            os.dup2(write, 2)
+            sys.stdout = sys.stderr = os.fdopen(1, "w")
+            cli.main(argv)
+            sys.stdout.flush()
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        out = f.read()
+    os.waitpid(pid, 0)
+    return out
+
+
+@needs_group
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to become another user")
+def test_without_root_it_says_the_one_command_to_run(public_tmp):
+    """Run by a user who may not give files to the group mosquitto (here: nobody),
+    provision keeps the broker's files owner-only and prints the one command line that lets
+    mosquitto read them; that line, run as root, does."""
+    nobody = pwd.getpwnam("nobody")
+    d = public_tmp / "home" / "p"
+    d.parent.mkdir()
+    os.chown(d.parent, nobody.pw_uid, nobody.pw_gid)
+    out = _run_as(nobody, ["provision", "--dir", str(d), "--broker-host", "h", "plug-a"])
+    commands = [line for line in out.splitlines() if line.startswith("sudo ")]
+    assert len(commands) == 1, out
+    assert "mosquitto (group mosquitto) cannot read these files yet; as root, run:" in out
+    assert {name: mode for name, (mode, gid) in _modes(d).items() if name in BROKER_READS} == {
+        "passwd": 0o600, "acl": 0o600, "mosquitto.conf": 0o600}
+    assert broker_access_command(str(d)) == commands[0]
+    subprocess.run(commands[0].replace("sudo ", ""), shell=True, check=True)
+    assert broker_access_command(str(d)) is None
+    assert grp.getgrgid(os.stat(d / "passwd").st_gid).gr_name == "mosquitto"

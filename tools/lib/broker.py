@@ -1,18 +1,33 @@
-"""broker.py - a private mosquitto on a free loopback port, for the demo and the tests, locked
-down as `wattlog provision` locks a real one down: no anonymous clients, a user per node, the
-ACL (host/wattlog/provision.py).
+"""broker.py - a private mosquitto on a free loopback port, for the demo and the tests, set up
+by `wattlog provision` as a real one is (host/wattlog/provision.py): provision's own
+mosquitto.conf (no anonymous clients, each client id tied to its user name), password file and
+ACL, plus what a test needs: no persistence, a log file, and test users.
 
-    with Broker() as b:        # b.port; b.url: the collector's mqtt://USER:PASS@127.0.0.1:<port>
-        b.node_args("plug-1")  # provisions plug-1: ["--user", "plug-1", "--password=..."]
-        b.client("me")         # a paho client with the operator's credentials (HA, wattlog plug)
+    with Broker() as b:      # b.port; b.url: mqtt://wattlog-collector@127.0.0.1:<port>
+        b.password_file(provision.COLLECTOR)   # a client's password file, for --password-file
+        Broker.collector_password_file(b.url)  # the same, for whoever has only the url
+        b.node_args("plug-1")  # provisions plug-1: ["--node-config", <its config.json>]
+        b.client("me")         # a paho client logged in as a test user of its own
+        b.client("ha", user=provision.HOMEASSISTANT)   # ... or as a provisioned user
+
+Test users (TEST_USER, and wattlog-test-<name> made by client()) may read and write every
+topic, so a test can watch everything and publish what no provisioned client could (garbage on
+another node's topics). Each client() gets a user of its own because the broker, as
+provisioned, gives each user one session: a second client of the same user takes the first
+one's place.
+
 It binds 127.0.0.1 only, keeps no persistence file, logs to <dir>/mosquitto.log, and is
 stopped (SIGTERM, then SIGKILL after 5 s) when the block ends. stop()/start() restart it on
-the same port. New nodes are provisioned while it runs: mosquitto rereads its password file
-and ACL on SIGHUP.
+the same port. It runs as the user who starts it (`user` in its config): started as root,
+mosquitto would switch to the user "mosquitto", which cannot reach a test's private temporary
+directory (tests/e2e/test_broker_security.py starts one as the README says, dropping to it).
+New users are provisioned while it runs: mosquitto rereads its password file and ACL on
+SIGHUP, and says so in its log, which is what the wait is for.
 """
 
 import getpass
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -24,6 +39,8 @@ import time
 from wattlog import durable, provision
 
 TEST_USER = "wattlog-test"
+_RELOADED = "Reloading config."
+_RUNNING = " running"  # mosquitto's "mosquitto version 2.0.11 running", once it listens
 
 
 def free_port():
@@ -52,62 +69,112 @@ def mosquitto_path():
     return path
 
 
+def tester(name):
+    """The test user for a client called `name`: wattlog-test-<name>, in user-name letters."""
+    return "%s-%s" % (TEST_USER, re.sub(r"[^a-z0-9_-]", "-", name.lower()))
+
+
 class Broker:
+    _collector_logins = {}  # url -> the collector's password file, for every Broker made
+
+    @classmethod
+    def collector_password_file(cls, url):
+        """The collector's password file of the Broker whose url this is (None: no Broker's)."""
+        return cls._collector_logins.get(url)
+
     def __init__(self, directory=None, port=None, extra_conf=""):
         self.dir = directory or tempfile.mkdtemp(prefix="wattlog-mosq-")
         os.makedirs(self.dir, exist_ok=True)
         self.port = port or free_port()
         self.auth = os.path.join(self.dir, "auth")
-        self.creds = self._provision([])
-        self.url = provision.broker_url(self.creds, provision.COLLECTOR, "127.0.0.1", self.port)
         self.conf = os.path.join(self.dir, "mosquitto.conf")
         self.log = os.path.join(self.dir, "mosquitto.log")
-        with open(self.conf, "w") as f:
-            # `user`: run as root, mosquitto would switch to the user "mosquitto", which cannot
-            # read the 0600 password file made here nor write the log
-            f.write("user %s\n" % getpass.getuser())
-            f.write("per_listener_settings false\nallow_anonymous false\npassword_file %s\n"
-                    "acl_file %s\nlistener %d 127.0.0.1\npersistence false\n"
-                    "log_dest file %s\nlog_type error\nlog_type warning\nlog_type notice\n%s"
-                    % (os.path.join(self.auth, "passwd"), os.path.join(self.auth, "acl"),
-                       self.port, self.log, extra_conf))
         self.proc = None
+        self.creds = self._provision([], [TEST_USER])
+        self.url = provision.broker_url(provision.COLLECTOR, "127.0.0.1", self.port)
+        Broker._collector_logins[self.url] = self.password_file(provision.COLLECTOR)
+        with open(os.path.join(self.auth, "mosquitto.conf")) as f:
+            conf = f.read()
+        with open(self.conf, "w") as f:
+            f.write("%s\n# tests only\nuser %s\npersistence false\nlog_dest file %s\n"
+                    "log_type error\nlog_type warning\nlog_type notice\nlog_type information\n%s"
+                    % (conf, getpass.getuser(), self.log, extra_conf))
 
-    def _provision(self, nodes):
-        """provision.py's files, plus TEST_USER: allowed everything, so a test can publish
-        what no provisioned client could (garbage on another node's topics)."""
+    def _provision(self, nodes, test_users=()):
+        """provision.py's files for `nodes` and everyone provisioned before, plus the test
+        users, allowed everything; a running broker rereads them."""
         os.makedirs(self.auth, exist_ok=True)
         cred_path = os.path.join(self.auth, "credentials.json")
         creds = durable.read_json(cred_path) or {}
-        creds.setdefault(TEST_USER, secrets.token_urlsafe(18))
-        durable.write_json(cred_path, creds)
-        creds = provision.provision(self.auth, nodes, "127.0.0.1", self.port,
+        for user in test_users:
+            creds.setdefault(user, secrets.token_urlsafe(18))
+        durable.write_json(cred_path, creds, mode=0o600)
+        creds = provision.provision(self.auth, nodes, "127.0.0.1", self.port, listen="127.0.0.1",
                                     progress=lambda text: None)
+        testers = [u for u in sorted(creds) if u == TEST_USER or u.startswith(TEST_USER + "-")]
         with open(os.path.join(self.auth, "acl"), "a") as f:
-            f.write("\n# tests only\nuser %s\ntopic readwrite #\n" % TEST_USER)
+            f.write("\n# tests only\n" + "".join("user %s\ntopic readwrite #\n" % u
+                                                  for u in testers))
+        self._reload()
         return creds
 
+    def _reload(self):
+        """SIGHUP a running broker and wait until it has reread its files."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        before = self._log_text().count(_RELOADED)
+        self.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while self._log_text().count(_RELOADED) <= before:
+            if time.monotonic() > deadline:
+                raise RuntimeError("mosquitto did not reload its files within 10 s")
+            time.sleep(0.01)
+
+    def _log_text(self):
+        try:
+            with open(self.log) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
     def node_args(self, node_id):
-        """Provision node_id (once) and return the simnode arguments that log it in."""
+        """Provision node_id (once) and return the simnode arguments that log it in: its
+        provisioned config.json, whose password no command line shows."""
         if node_id not in self.creds:
             self.creds = self._provision([node_id])
-            if self.proc and self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGHUP)  # reread the password file and ACL
-                time.sleep(0.2)
-        # --password=X: a generated password may start with "-", which argparse would take
-        # for an option
-        return ["--user", node_id, "--password=" + self.creds[node_id]]
+        return ["--node-config", os.path.join(self.auth, "nodes", node_id, "config.json")]
 
-    def client(self, client_id, user=provision.OPERATOR):
-        """A paho client (not yet connected) with a provisioned user's credentials."""
+    def password_file(self, user):
+        """The password file provision writes for a client (collector, operator, HA)."""
+        return provision.password_file(self.auth, user)
+
+    def client(self, client_id, user=None):
+        """A paho client (not yet connected) logged in as `user`, a provisioned user, or by
+        default as a test user of its own, tester(client_id), made on first use."""
         import paho.mqtt.client as mqtt
+        if user is None:
+            user = tester(client_id)
+            if user not in self.creds:
+                self.creds = self._provision([], [user])
         c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id)
         c.username_pw_set(user, self.creds[user])
         return c
 
     def start(self):
+        """Start mosquitto and wait until it says it runs: a port that another test's broker
+        took meanwhile (tests run side by side) is an error here, not a connection to the
+        wrong broker."""
+        before = self._log_text().count(_RUNNING)
         self.proc = subprocess.Popen([mosquitto_path(), "-c", self.conf],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while self._log_text().count(_RUNNING) <= before:
+            if self.proc.poll() is not None:
+                raise RuntimeError("mosquitto exited with status %d: %s" % (
+                    self.proc.returncode, self._log_text().strip().splitlines()[-1:]))
+            if time.monotonic() > deadline:
+                raise RuntimeError("mosquitto did not start within 10 s")
+            time.sleep(0.02)
         wait_for_port(self.port, proc=self.proc)
         return self
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from broker import Broker
 from wattlog.feeds import Registry
+from wattlog.provision import COLLECTOR
 from wattlog.phpfina import Feed
 from wattnode import wire
 
@@ -44,7 +45,8 @@ class Watch:
         self.readings = 0
         self.payload_bytes = 0
         self.lock = threading.Lock()
-        self.c = broker.client("wattlog-demo-watch")  # as Home Assistant logs in
+        # a test user of its own: it counts the readings, which only the collector may read
+        self.c = broker.client("wattlog-demo-watch")
         self.c.on_message = self._on_message
         self.c.connect("127.0.0.1", broker.port)
         self.c.subscribe([("wattlog/+/state", 0), ("wattlog/+/readings", 0)])
@@ -162,7 +164,8 @@ def main():
                                  else "Ctrl-C stops everything"))
 
     collector = subprocess.Popen(
-        [sys.executable, "-m", "wattlog.cli", "collect", "--broker", broker.url, "--data", args.data,
+        [sys.executable, "-m", "wattlog.cli", "collect", "--broker", broker.url,
+         "--password-file", broker.password_file(COLLECTOR), "--data", args.data,
          "--commit-interval", "60", "--status-interval", "10"],
         stdout=subprocess.DEVNULL, stderr=open(os.path.join(logs, "collector.log"), "w"),
         start_new_session=True)

@@ -1,7 +1,7 @@
 """simnode.py - run the real node firmware on the MicroPython unix port with a simulated plug.
 
-    tools/simnode --id ID --broker HOST:PORT [--profile NAME] [--interval S] [--speed X]
-                  [--start UNIX|now-24h] [--then-realtime] [--flash DIR]
+    tools/simnode --id ID --broker HOST:PORT [--node-config FILE] [--profile NAME]
+                  [--interval S] [--speed X] [--start UNIX|now-24h] [--then-realtime] [--flash DIR]
 
 It writes config.json and board.json (boards/sim.json) into a flash folder (a temporary one
 unless --flash names one), then runs firmware/boot.py and firmware/main.py there exactly as a
@@ -11,6 +11,11 @@ clock reaches real time (after sending what it holds), or carries on in real tim
 --then-realtime. SIGINT or SIGTERM stops the node cleanly (it says "offline" and prints its
 summary line). When the firmware resets itself (after a crash) it is started again, as a plug
 reboots; --power-cut starts it as after a power cut (its RTC memory gone).
+
+The node logs in with the broker user and password of --node-config, the config.json that
+`wattlog provision` made for it (nodes/<node>/config.json): a password is never an argument,
+where `ps` would show it. The config.json in the flash folder holds it too, so it is created
+0600.
 """
 
 import argparse
@@ -24,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from wattlog import durable
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _RELATIVE = re.compile(r"(?:now)?-(\d+)([smhd]?)\Z")
@@ -49,12 +56,24 @@ def broker_addr(text):
     return host, int(port)
 
 
+def node_login(path):
+    """(user, password) from a provisioned node config.json (never printed)."""
+    try:
+        with open(path) as f:
+            broker = json.load(f)["broker"]
+        return broker["user"], broker["password"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise argparse.ArgumentTypeError(
+            "%s is not a node config made by wattlog provision (nodes/<node>/config.json)"
+            % path) from None
+
+
 def parser():
     p = argparse.ArgumentParser(prog="tools/simnode", description=__doc__.split("\n\n")[0])
     p.add_argument("--id", required=True, help="node id, [a-z0-9_-]{1,32}")
     p.add_argument("--broker", required=True, type=broker_addr, help="HOST:PORT")
-    p.add_argument("--user", help="MQTT user name")
-    p.add_argument("--password", help="MQTT password")
+    p.add_argument("--node-config", metavar="FILE", type=node_login,
+                   help="the node's provisioned config.json: its broker user and password")
     p.add_argument("--profile", default="constant",
                    help="washer, fridge, heatpump, constant or constant:WATTS (default constant)")
     p.add_argument("--interval", type=int, default=10, help="slot length in seconds (default 10)")
@@ -88,9 +107,10 @@ def parser():
 
 
 def write_flash(flash, args):
+    user, password = args.node_config or (None, None)
     cfg = {"node_id": args.id, "interval_s": args.interval,
            "broker": {"host": args.broker[0], "port": args.broker[1],
-                      "user": args.user, "password": args.password},
+                      "user": user, "password": password},
            "sim": {"profile": args.profile, "speed": args.speed, "start": args.start,
                    "then_realtime": args.then_realtime}}
     if args.batch_max:
@@ -103,8 +123,7 @@ def write_flash(flash, args):
     if args.rtc_unset:
         cfg["sim"]["ntp_after_s"] = 10 ** 9  # unset RTC; no NTP server is configured
     cfg.update(json.loads(args.config))
-    with open(os.path.join(flash, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=1)
+    durable.write_json(os.path.join(flash, "config.json"), cfg, mode=0o600)  # holds a password
     with open(os.path.join(REPO, "boards", args.board + ".json")) as f:
         board = json.load(f)
     board["hal"] = "sim"  # any board runs on the simulator: pins, UART and chip simulated
@@ -122,8 +141,7 @@ def resume_clock(flash, start):
     with open(path) as f:
         cfg = json.load(f)
     cfg.setdefault("sim", {})["start"] = start
-    with open(path, "w") as f:
-        json.dump(cfg, f, indent=1)
+    durable.write_json(path, cfg, mode=0o600)
 
 
 def _die_with_parent():

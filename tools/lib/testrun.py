@@ -6,7 +6,9 @@
 
 device  tests/device/ on the MicroPython unix port (unittest from micropython-lib)
 host    tests/host/   pytest: wire, storage engine, ingest, commits, CLI
-e2e     tests/e2e/    pytest: a real mosquitto, the real firmware via tools/simnode, the collector
+e2e     tests/e2e/    pytest: a real mosquitto, the real firmware via tools/simnode, the collector;
+                      WATTLOG_TEST_WORKERS (default 4) tests at a time (pytest-xdist): they
+                      spend most of their time waiting on plugs and brokers, each its own
 Exit status 1 if any test failed or a suite could not run to its end.
 """
 
@@ -37,8 +39,10 @@ def run_pytest(suite, extra):
     os.makedirs(os.path.dirname(report), exist_ok=True)
     if os.path.exists(report):
         os.remove(report)
+    workers = int(os.environ.get("WATTLOG_TEST_WORKERS", "4"))
+    parallel = ["-n", str(workers)] if suite == "e2e" and workers > 1 else []
     proc = subprocess.run([sys.executable, "-m", "pytest", "tests/" + suite, "-q",
-                           "--junitxml=" + report] + extra, cwd=REPO)
+                           "--junitxml=" + report] + parallel + extra, cwd=REPO)
     if proc.returncode not in (0, 1) or not os.path.exists(report):
         print("%s suite did not finish (pytest exit status %d)" % (suite, proc.returncode))
         return 0, 1, 0

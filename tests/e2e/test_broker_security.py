@@ -1,0 +1,258 @@
+"""test_broker_security.py - the broker as `wattlog provision` sets it up, against a real
+mosquitto (issue 9 items 11-14): it starts as Debian starts it (as root, dropping to the user
+mosquitto) and the collector and a plug work through it; no client can take another's
+place; each user may do exactly what its program does; no password shows on a command line.
+
+mosquitto acknowledges a denied publish and drops it, and grants a denied subscription and
+delivers nothing (REFERENCE.md), so a refusal is shown by what does not arrive. A client's
+messages reach a subscriber in the order it sent them, so "nothing arrived before the marker
+that followed it" is the bounded wait that proves it.
+"""
+
+import json
+import os
+import pwd
+import queue
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from broker import free_port, mosquitto_path, wait_for_port
+from helpers import Collector, SimNode, aligned_past, wattlog
+from test_link import Listener
+from wattlog.provision import COLLECTOR, HOMEASSISTANT, OPERATOR, password_file
+
+
+class Session:
+    """A paho client of `user` (by default a test user of its own, allowed everything),
+    connected, and subscribed to `topics`, when the constructor returns."""
+
+    def __init__(self, broker, name, user=None, topics=()):
+        self.q, events = queue.Queue(), queue.Queue()
+        self.c = broker.client(name, user=user)
+        self.c.on_connect = lambda c, u, f, rc, p: events.put(rc)
+        self.c.on_subscribe = lambda c, u, mid, rcs, p: events.put(rcs)
+        self.c.on_message = lambda c, u, m: self.q.put((m.topic, m.payload))
+        self.c.connect("127.0.0.1", broker.port)
+        self.c.loop_start()
+        rc = events.get(timeout=10)
+        assert not rc.is_failure, "%s could not log in: %s" % (name, rc)
+        if topics:
+            self.c.subscribe([(t, 1) for t in topics])
+            events.get(timeout=10)  # granted, even where the ACL denies (REFERENCE.md)
+
+    def publish(self, topic, payload, retain=False):
+        self.c.publish(topic, payload, qos=1, retain=retain).wait_for_publish(5)
+
+    def until(self, topic, payload, timeout_s=10.0):
+        """Everything that arrived before (topic, payload); fails if that never comes."""
+        seen, deadline = [], time.monotonic() + timeout_s
+        while True:
+            try:
+                got = self.q.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError("%s %r never arrived; before it: %s"
+                                     % (topic, payload, seen)) from None
+            if got == (topic, payload):
+                return seen
+            seen.append(got)
+
+    def sync(self, topic):
+        """Everything that arrived before a marker it sends itself on `topic` (one it
+        subscribes to): with the retained messages, those come first."""
+        self.publish(topic, b"marker")
+        return self.until(topic, b"marker")
+
+    def close(self):
+        self.c.disconnect()  # first: the network thread then ends at once, not after 1 s
+        self.c.loop_stop()
+
+
+def cmdline(pid):
+    with open("/proc/%d/cmdline" % pid, "rb") as f:
+        return f.read().decode().split("\0")
+
+
+# -- item 11: the provisioned broker starts as the README says ------------------------------
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mosquitto drops privileges only when started "
+                                              "as root; run the suite as root")
+def test_the_provisioned_broker_starts_as_debian_starts_it(tmp_path):
+    """`wattlog provision`, then mosquitto started as root with provision's mosquitto.conf and
+    no `user` line, as the Debian service runs what the README puts in conf.d: it drops to the
+    user mosquitto and must still read the password file and the ACL (the old 0600 root files
+    made it exit: "Unable to open pwfile"). The collector and a plug then log in with what
+    provision made and the plug's readings are stored."""
+    try:
+        broker_user = pwd.getpwnam("mosquitto")
+    except KeyError:
+        pytest.skip("no user mosquitto on this machine (the Debian package makes it)")
+    parent = tempfile.mkdtemp(prefix="wattlog-etc-")  # reachable by mosquitto, unlike tmp_path
+    os.chmod(parent, 0o755)
+    d = os.path.join(parent, "wattlog")
+    port = free_port()
+    proc = collector = None
+    try:
+        out = wattlog("provision", "--dir", d, "--broker-host", "127.0.0.1", "--port", port,
+                      "--listen", "127.0.0.1", "plug-r")
+        assert "cannot read these files yet" not in out
+        stderr = open(os.path.join(parent, "mosquitto.stderr"), "w+")
+        proc = subprocess.Popen([mosquitto_path(), "-c", os.path.join(d, "mosquitto.conf")],
+                                stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            wait_for_port(port, proc=proc)
+        except RuntimeError as e:
+            stderr.seek(0)
+            raise AssertionError("%s: %s" % (e, stderr.read())) from None
+        with open("/proc/%d/status" % proc.pid) as f:
+            uids = [line.split()[1:] for line in f if line.startswith("Uid:")][0]
+        assert set(uids) == {str(broker_user.pw_uid)}  # it did drop to mosquitto
+        collector = Collector("mqtt://%s@127.0.0.1:%d" % (COLLECTOR, port), tmp_path / "data",
+                              password_file=password_file(d, COLLECTOR))
+        collector.wait_for("listening on")
+        start = aligned_past(300)
+        s = SimNode(port, "plug-r", "--node-config",
+                    os.path.join(d, "nodes", "plug-r", "config.json"), "--profile",
+                    "constant:300", "--speed", 50, "--start", start).finish()
+        assert collector.stop() == 0
+        rows = wattlog("export", "--data", tmp_path / "data", "--feed", "plug-r/power").split()
+        assert len(rows) - 1 == s["produced"] >= 29 and rows[1] == "%d,300" % start
+    finally:
+        if collector is not None:
+            collector.kill()
+        if proc is not None:
+            proc.terminate()
+            proc.wait(10)
+        shutil.rmtree(parent)
+
+
+# -- item 12: no client takes another's place ----------------------------------------------
+
+def test_a_plug_cannot_knock_the_collector_off(broker, collectors, tmp_path):
+    """A plug logging in with the client id `wattlog-collector` gets a session of its own (the
+    broker uses its user name as its id) and the collector stays connected, answering that
+    plug's "online" with its clock. With client ids free, the collector was knocked off."""
+    c = collectors(broker.url, tmp_path / "data", commit_interval=300)
+    c.wait_for("listening on")
+    broker.node_args("imposter")
+    imposter = Session(broker, "wattlog-collector", user="imposter",
+                       topics=["wattlog/imposter/ack"])
+    try:
+        imposter.publish("wattlog/imposter/status", b"online", retain=True)
+        try:
+            topic, answer = imposter.q.get(timeout=10)
+        except queue.Empty:
+            raise AssertionError("the collector never answered; its log:\n" + c.log()) from None
+        assert topic == "wattlog/imposter/ack" and json.loads(answer)["clock"] is True
+    finally:
+        imposter.close()
+    assert "lost the broker" not in c.log()
+    with open(broker.log) as f:
+        assert "as imposter (" in f.read()  # its id was replaced by its user name
+
+
+# -- item 13: each user may do exactly what its program does --------------------------------
+
+def test_a_plug_cannot_ack_its_own_readings_nor_command_itself(broker):
+    """A plug may not publish on its own ack topic (a retained ack would free its readings
+    before the collector has them), relay/set or cmd (the old `wattlog/%u/#` let it)."""
+    broker.node_args("selfish")
+    watch = Session(broker, "watch-selfish", topics=["wattlog/#"])
+    plug = Session(broker, "selfish", user="selfish")
+    plug.publish("wattlog/selfish/ack", json.dumps({"boot": 1, "seq": 10 ** 6, "time": 1}),
+                 retain=True)
+    plug.publish("wattlog/selfish/relay/set", b"OFF")
+    plug.publish("wattlog/selfish/cmd", b'{"cmd": "reboot"}')
+    plug.publish("wattlog/selfish/log", b"marker")  # allowed: it follows the three refused
+    assert watch.until("wattlog/selfish/log", b"marker") == []
+    late = Session(broker, "late-selfish", topics=["wattlog/selfish/#"])
+    assert late.sync("wattlog/selfish/probe") == []  # no retained ack either
+    for s in (watch, plug, late):
+        s.close()
+
+
+ALL = ["wattlog/p1/" + k for k in ("readings", "status", "state", "log", "ack", "cmd",
+                                    "relay/set")] + ["homeassistant/status"]
+
+
+def _reads(broker, user, marker):
+    """`user` subscribes to every topic of ALL; a test user publishes on each, then on
+    `marker`: what `user` received before the marker."""
+    reader = Session(broker, "reader-" + user, user=user, topics=ALL)
+    writer = Session(broker, "writer-" + user)
+    for topic in ALL:
+        writer.publish(topic, b"x")
+    writer.publish(marker, b"marker")
+    got = reader.until(marker, b"marker")
+    reader.close()
+    writer.close()
+    return [topic for topic, _ in got]
+
+
+def _writes(broker, user, marker):
+    """`user` publishes on every topic of ALL (the ack retained), then on `marker`: what a test
+    user watching everything received before the marker."""
+    watch = Session(broker, "watch-" + user, topics=["#"])
+    writer = Session(broker, "writer-" + user, user=user)
+    for topic in ALL:
+        writer.publish(topic, b"x", retain=topic.endswith("/ack"))
+    writer.publish(marker, b"marker")
+    got = watch.until(marker, b"marker")
+    watch.close()
+    writer.close()
+    return [topic for topic, _ in got]
+
+
+def test_the_collector_reads_readings_status_and_acks_and_writes_acks(broker):
+    """It may not read cmd, log, relay/set nor state (the old ACL let it read wattlog/#)."""
+    assert _reads(broker, COLLECTOR, "wattlog/p1/ack") == [
+        "wattlog/p1/readings", "wattlog/p1/status", "wattlog/p1/ack"]
+    assert _writes(broker, COLLECTOR, "wattlog/p2/ack") == ["wattlog/p1/ack"]
+
+
+def test_the_operator_reads_status_and_state_and_writes_relay_and_cmd(broker):
+    """`wattlog plug` reads status and state and publishes relay/set and cmd; it may not read
+    readings, log, acks, commands or Home Assistant's topics (the old ACL let it read
+    wattlog/# and homeassistant/#) nor publish acks or readings."""
+    assert _reads(broker, OPERATOR, "wattlog/p1/state") == ["wattlog/p1/status",
+                                                            "wattlog/p1/state"]
+    assert _writes(broker, OPERATOR, "wattlog/p2/cmd") == ["wattlog/p1/cmd",
+                                                           "wattlog/p1/relay/set"]
+
+
+def test_home_assistant_switches_but_sends_no_commands(broker):
+    """Home Assistant logs in as its own user: it reads status and state, switches relays,
+    owns homeassistant/#, and may not send commands (the old shared operator user could)."""
+    assert _reads(broker, HOMEASSISTANT, "homeassistant/status") == [
+        "wattlog/p1/status", "wattlog/p1/state", "homeassistant/status"]
+    assert _writes(broker, HOMEASSISTANT, "wattlog/p2/relay/set") == [
+        "wattlog/p1/relay/set", "homeassistant/status"]
+
+
+# -- item 14: no password on a command line ----------------------------------------------
+
+def test_no_password_on_any_command_line(broker, collectors, simnodes, tmp_path):
+    """What `ps` shows of a running collector, simnode and the firmware under it holds no
+    password (the broker URL carried the collector's, simnode had --password=); the plug's
+    config.json on its simulated flash is 0600."""
+    c = collectors(broker.url, tmp_path / "data", commit_interval=300)
+    c.wait_for("listening on")
+    flash = tmp_path / "flash"
+    node = simnodes(broker.port, "quiet", "--flash", flash, "--profile", "constant:100",
+                    "--then-realtime")
+    seen = Listener(broker, "wattlog/quiet/status")
+    try:
+        seen.wait("wattlog/quiet/status", lambda p: p == b"online")
+    finally:
+        seen.close()
+    argv = {"collector": cmdline(c.proc.pid), "simnode": cmdline(node.proc.pid),
+            "firmware": cmdline(node.firmware_pid())}
+    for name, args in argv.items():
+        leaked = [user for user, password in broker.creds.items()
+                  if any(password in a for a in args)]
+        assert not leaked, (name, leaked)
+    assert "--password-file" in argv["collector"] and "--node-config" in argv["simnode"]
+    assert (flash / "config.json").stat().st_mode & 0o777 == 0o600
