@@ -143,7 +143,6 @@ class Collector:
             return
         self.connected = True
         self._connected_at = time.monotonic()
-        self._backoff_s = 0.0
         base = self.base_topic
         client.subscribe([("%s/+/readings" % base, 1), ("%s/+/status" % base, 1)])
         if self.nodes is None:
@@ -187,12 +186,14 @@ class Collector:
             log.warning("lost the broker %s:%d (%s); reconnecting", self.host, self.port, reason_code)
             if time.monotonic() - self._connected_at < 2.0:
                 self._quick_drops += 1
+                self._back_off()  # two clients taking each other's place: not 5 times a second
                 if self._quick_drops == 3:
                     log.error("the broker keeps dropping this collector right after it connects: "
                               "another client is logged in with the same client id %r, or as "
                               "the same user (a second collector?)", self.client_id)
-            else:
+            else:  # it had held: reconnect at once, and back off afresh if that fails
                 self._quick_drops = 0
+                self._backoff_s = 0.0
         self.connected = False
 
     def _on_message(self, client, userdata, msg):
