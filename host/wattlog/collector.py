@@ -49,6 +49,7 @@ from wattlog.nodes import Nodes, parse_ack
 
 log = logging.getLogger("wattlog")
 PAGE_SLOTS = 4096 // 4
+MARKER_WAIT_S = 15.0
 
 
 def client_for(url, client_id, ca=None, password=None, **kw):
@@ -112,6 +113,7 @@ class Collector:
         self._retained = {}     # node -> the retained ack the broker holds (start-up only)
         self._held_back = []    # (topic, payload) that came before recover(): taken after it
         self._marker = None     # start-up: when it comes back, the retained acks are in
+        self._marker_at = None
         self.client_id = client_id
         self._marker_topic = "%s/%s/ack" % (base_topic, client_id)
         self.client, self.host, self.port = client_for(broker_url, client_id, ca, password,
@@ -151,6 +153,7 @@ class Collector:
             # queues a subscription's retained messages and later publishes to the same client
             # in order, so when the marker comes back every retained ack is in.
             self._marker = os.urandom(8).hex().encode()
+            self._marker_at = time.monotonic()
             client.subscribe("%s/+/ack" % base, 0)
             client.publish(self._marker_topic, self._marker, qos=0)
         log.info("connected to %s:%d", self.host, self.port)
@@ -180,6 +183,17 @@ class Collector:
         for topic, payload in held:
             self._readings(topic, payload)
         log.info("listening on %s/+/readings", self.base_topic)
+
+    def _marker_overdue(self, now):
+        """The marker never came back (an ACL that does not let the collector read or write
+        <base>/+/ack): start with the acks gathered so far rather than never."""
+        if self.nodes is None and self.connected and self._marker_at is not None \
+                and now - self._marker_at > MARKER_WAIT_S:
+            log.error("no answer on %s within %.0f s: the broker's ACL must let %s read and "
+                      "write %s/+/ack; starting without checking commit.json against the "
+                      "acks the plugs were given", self._marker_topic, MARKER_WAIT_S,
+                      self.client_id, self.base_topic)
+            self.recover(self._retained)
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties):
         if self.connected and not self._stop:
@@ -272,6 +286,7 @@ class Collector:
                     self._connect_when_due(now)
                 if self.client.loop(timeout=0.2) != mqtt.MQTT_ERR_SUCCESS:
                     time.sleep(0.2)
+                self._marker_overdue(time.monotonic())
                 self._commit_if_due(time.monotonic())
                 if time.monotonic() - last_status >= self.status_interval_s:
                     last_status, counted = self._status(last_status, counted)
