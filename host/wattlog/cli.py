@@ -164,7 +164,7 @@ def _print_table(rows):
 def cmd_nodes(args):
     """Per node, from commit.json: what is on disk and acknowledged, and what was lost."""
     from wattlog import durable
-    from wattlog.commit import FILE, check_state
+    from wattlog.commitfile import FILE, check_state
     path = os.path.join(_data_dir(args.data), FILE)
     try:
         state = durable.read_json(path) or {"version": 1, "feeds": {}}

@@ -105,7 +105,7 @@ class Collector:
         self.base_topic = base_topic
         self.complaints = Complaints()
         # locks and checks the data directory, changes nothing yet: recover() runs once the
-        # broker's retained acks are known (_on_subscribe)
+        # broker's retained acks are known (recover(), when the start-up marker comes back)
         self.committer = Committer(data_dir, self.complaints, recover=False)
         self.nodes = None
         self.ingest = Ingest(self.complaints, self._feed_interval, Nodes({}, self.complaints),

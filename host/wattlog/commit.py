@@ -6,12 +6,7 @@
   3. replace <data>/commit.json atomically (durable.py): the committed length of every feed
   4. only then may anything be acknowledged (the caller publishes acks after commit() returns)
 
-commit.json  {"version": 1, "commit": <generation>, "time": <unix>,
-              "feeds": {"<id>": <npoints>, ...},
-              "nodes": {"<node>": {"boot", "seq" (acknowledged), "lost", "gaps", ...}}}
-(nodes.py owns the "nodes" entries; they are written in the same atomic replace as the
-lengths, so an ack never says more than the files hold. `commit` counts commits; every ack
-carries it, so the retained acks on the broker tell which commit.json the plugs last heard of.)
+commit.json's bytes and what may be believed of it: commitfile.py.
 
 A commit that fails (disk full, I/O error) raises OSError and leaves every bit of in-memory
 state as it was before it: registry entries it added, feeds it made (their files are removed
@@ -40,76 +35,15 @@ import os
 import time
 
 from wattlog import datalock, durable
-from wattlog.feeds import NODE_ID, Registry
+from wattlog.commitfile import FILE, check_state, count, newer_acks, when
+from wattlog.feeds import Registry
 from wattlog.phpfina import VALUE_SIZE, CorruptFeed, Feed, fsync_dir
 
 log = logging.getLogger("wattlog")
-FILE = "commit.json"
-_U32 = 1 << 32
 
 
 class StartError(Exception):
     """The data directory cannot be used as it is; the message says what to do."""
-
-
-def _when(t):
-    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t))
-
-
-def _count(v, low=0, high=None):
-    return isinstance(v, int) and not isinstance(v, bool) and v >= low and (high is None or v < high)
-
-
-def check_state(doc):
-    """commit.json's object if its whole shape is right, else a sentence saying what is not."""
-    if not isinstance(doc, dict):
-        return "it is %s, not an object" % type(doc).__name__
-    if doc.get("version") != 1:
-        return "its version is %r, not 1" % (doc.get("version"),)
-    if not _count(doc.get("commit", 0)) or not _count(doc.get("time", 0)):
-        return "its commit number or time is not a whole number"
-    feeds, nodes = doc.get("feeds"), doc.get("nodes", {})
-    if not isinstance(feeds, dict):
-        return "its \"feeds\" is not an object of feed lengths"
-    for fid, n in feeds.items():
-        if not fid.isdigit() or not _count(n):
-            return "feed %r has the length %r" % (fid, n)
-    if not isinstance(nodes, dict):
-        return "its \"nodes\" is not an object"
-    for node, d in nodes.items():
-        if not NODE_ID.match(node) or not isinstance(d, dict):
-            return "the entry for node %r is not a node's state" % node
-        if not _count(d.get("boot"), 0, _U32) or not _count(d.get("seq"), 0, _U32):
-            return "node %s has the boot/seq %r/%r" % (node, d.get("boot"), d.get("seq"))
-        for key in ("lost", "gaps", "dropped", "boots"):
-            if not _count(d.get(key, 0)):
-                return "node %s has %s %r" % (node, key, d.get(key))
-        if d.get("last_seen") is not None and not _count(d["last_seen"]):
-            return "node %s has last_seen %r" % (node, d["last_seen"])
-    return None
-
-
-def newer_acks(state, acks):
-    """The retained acks (node -> ack) that commit.json `state` does not account for: acks of a
-    later commit, or of seqs past what it says it acknowledged. [sentence per node]."""
-    gen = state.get("commit", 0)
-    nodes = state.get("nodes", {})
-    out = []
-    for node, ack in sorted(acks.items()):
-        mine = nodes.get(node)
-        if _count(ack.get("commit")) and ack["commit"] > gen:
-            out.append("%s was told seq %d of boot %08x by commit %d" % (
-                node, ack["seq"], ack["boot"], ack["commit"]))
-        elif mine is None:
-            out.append("%s was told seq %d of boot %08x, and commit.json does not know it"
-                       % (node, ack["seq"], ack["boot"]))
-        elif mine["boot"] == ack["boot"] and ack["seq"] > mine["seq"]:
-            out.append("%s was told seq %d of boot %08x, commit.json says %d"
-                       % (node, ack["seq"], ack["boot"], mine["seq"]))
-        elif mine["boot"] != ack["boot"] and ack.get("time", 0) > state.get("time", 0):
-            out.append("%s was told seq %d of boot %08x at %s, after commit.json was written"
-                       % (node, ack["seq"], ack["boot"], _when(ack["time"])))
-    return out
 
 
 class Committer:
@@ -190,7 +124,7 @@ class Committer:
                 log.error("%s (commit %d of %s) is older than what the plugs were told: %s. It "
                           "was restored from a backup or rolled back; not obeying it: every feed "
                           "is kept as it is on disk and nothing is cut", self.path,
-                          state.get("commit", 0), _when(state.get("time", 0)), "; ".join(newer))
+                          state.get("commit", 0), when(state.get("time", 0)), "; ".join(newer))
         elif self._opened:
             why = "missing"
             log.error("%s is missing: every feed is kept as it is on disk and nothing is cut",
@@ -217,7 +151,7 @@ class Committer:
             self.committed[fid] = want
         self.nodes = dict(state["nodes"]) if state is not None and why != "damaged" else {}
         self.generation = max([(state or {}).get("commit", 0)] +
-                              [a["commit"] for a in acks.values() if _count(a.get("commit"))])
+                              [a["commit"] for a in acks.values() if count(a.get("commit"))])
         for node, ack in acks.items():  # what the plugs were told is what they freed
             mine = self.nodes.get(node)
             if mine is None or mine["boot"] != ack["boot"] or mine["seq"] < ack["seq"]:
@@ -266,7 +200,7 @@ class Committer:
         self.feeds[fid] = feed
         self.committed[fid] = 0
         log.info("new feed %d: %s/%s every %d s from %s", fid, entry["node"],
-                     entry["channel"], entry["interval"], _when(feed.start))
+                     entry["channel"], entry["interval"], when(feed.start))
         return feed
 
     def commit(self, pending, intervals, nodes=None):
