@@ -17,11 +17,10 @@ time before now: now-24h, now-90m, now-7d (or --start=-24h).
 """
 
 import argparse
-import datetime
+import errno
 import json
 import logging
 import os
-import re
 import sys
 import time
 
@@ -31,9 +30,8 @@ from wattlog.commit import StartError
 from wattlog.feeds import Registry, RegistryError
 from wattlog.ingest import MAX_AGE_S
 from wattlog.phpfina import FeedError, Feed
+from wattlog.times import UTC, duration, iso, parse_time, zone
 
-_RELATIVE = re.compile(r"(?:now)?-(\d+(?:\.\d+)?)([smhd])\Z")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 PASSWORD_ENV = "WATTLOG_MQTT_PASSWORD"
 
 
@@ -41,32 +39,12 @@ class CliError(Exception):
     pass
 
 
-def parse_time(text, now=None):
-    text = text.strip()
-    if re.fullmatch(r"\d+(\.\d+)?", text):
-        return int(float(text))
-    m = _RELATIVE.match(text)
-    if m:
-        return int((time.time() if now is None else now) - float(m.group(1)) * _UNIT_S[m.group(2)])
+def _version():
+    from importlib import metadata
     try:
-        dt = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            "%r is not a time: use unix seconds, 2026-11-21T08:00, or now-24h" % text) from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=datetime.timezone.utc)
-    return int(dt.timestamp())
-
-
-def _duration(text):
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", text.strip())
-    if not m:
-        raise argparse.ArgumentTypeError("%r is not a duration: use seconds or 90m, 36h, 7d" % text)
-    return float(m.group(1)) * _UNIT_S.get(m.group(2), 1)
-
-
-def iso(t):
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+        return metadata.version("wattlog")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
 
 
 def _data_dir(path):
@@ -236,14 +214,15 @@ def cmd_plug(args):
 
 
 def cmd_provision(args):
-    from wattlog.provision import ProvisionError, main_text, provision
+    from wattlog.provision import ProvisionError, main_text, provision, settings
     try:
         creds = provision(args.dir, args.nodes, args.broker_host, args.port, args.tls,
                           args.listen, progress=lambda text: print(text, file=sys.stderr))
-    except (ProvisionError, OSError) as e:
+    except ProvisionError as e:
         raise CliError(str(e)) from None
-    print(main_text(creds, args.dir, args.broker_host, args.port or (8883 if args.tls else 1883),
-                    args.tls, args.listen))
+    used = settings(args.dir)
+    print(main_text(creds, args.dir, used["broker_host"], used["port"], used["tls"],
+                    used["listen"]))
 
 
 def _value_text(v):
@@ -263,10 +242,20 @@ def cmd_export(args):
         feed = Feed.open(os.path.join(args.data, "phpfina"), entry["id"])
     except FeedError as e:
         raise CliError(str(e)) from None
-    start = feed.start if args.start is None else args.start
-    end = feed.end() if args.end is None else args.end
+    try:
+        start = feed.start if args.start is None else parse_time(args.start, tz=args.tz)
+        end = feed.end() if args.end is None else parse_time(args.end, tz=args.tz)
+    except argparse.ArgumentTypeError as e:
+        raise CliError(str(e)) from None
     first = max(feed.slot(start + feed.interval - 1), 0)  # the first slot at or after start
     stop = max(feed.slot(end + feed.interval - 1), first)  # slots before end
+    stop_stored = min(stop, feed.npoints())
+    if stop_stored <= first:
+        sys.stderr.write("export: no data from %s to %s; %s holds %s\n" % (
+            iso(start, args.tz), iso(end, args.tz), args.feed,
+            "nothing yet" if not feed.npoints() else "%s to %s" % (
+                iso(feed.start, args.tz), iso(feed.time(feed.npoints() - 1), args.tz))))
+    when = (lambda t: iso(int(t), args.tz)) if args.times == "iso" else (lambda t: "%d" % t)
     out = sys.stdout
     progress = sys.stderr.isatty() and stop - first > 200000
     chunk = 50000
@@ -284,10 +273,11 @@ def cmd_export(args):
         if args.format == "json":
             for t, v in zip(times, values):
                 text = _value_text(v)
-                out.write('%s[%d, %s]' % (sep, t, text or "null"))
+                out.write('%s[%s, %s]' % (sep, when(t) if args.times == "unix" else
+                                          json.dumps(when(t)), text or "null"))
                 sep = ", "
         else:
-            out.write("".join("%d,%s\n" % (t, _value_text(v)) for t, v in zip(times, values)))
+            out.write("".join("%s,%s\n" % (when(t), _value_text(v)) for t, v in zip(times, values)))
         if progress:
             sys.stderr.write("\rexport: %3.0f%%" % (100.0 * (hi - first) / (stop - first)))
     if args.format == "json":
@@ -298,6 +288,7 @@ def cmd_export(args):
 
 def build_parser():
     p = argparse.ArgumentParser(prog="wattlog", description="Local power metering collector.")
+    p.add_argument("--version", action="version", version="wattlog " + _version())
     sub = p.add_subparsers(dest="verb", required=True)
 
     c = sub.add_parser("collect", help="receive readings over MQTT and store them")
@@ -316,7 +307,7 @@ def build_parser():
                    help="seconds between status lines in the log (default %(default)s)")
     c.add_argument("--max-future", type=int, default=3600, metavar="S",
                    help="refuse readings stamped more than S seconds ahead (default %(default)s)")
-    c.add_argument("--max-age", type=_duration, default=MAX_AGE_S, metavar="AGE",
+    c.add_argument("--max-age", type=duration, default=MAX_AGE_S, metavar="AGE",
                    help="refuse readings older than this: seconds or 36h, 7d (default 7d; never "
                         "less than a plug's ring holds)")
     c.set_defaults(func=cmd_collect)
@@ -360,8 +351,14 @@ def build_parser():
     e = sub.add_parser("export", help="print one feed as CSV or JSON")
     e.add_argument("--data", required=True)
     e.add_argument("--feed", required=True, help="NODE/CHANNEL (e.g. plug-1/power) or a feed id")
-    e.add_argument("--start", type=parse_time, help="first time (default: the feed's start)")
-    e.add_argument("--end", type=parse_time, help="end time, exclusive (default: the feed's end)")
+    e.add_argument("--start", help="first time: now-24h, unix seconds, 2026-11-21T08:00 "
+                                    "(default: the feed's start)")
+    e.add_argument("--end", help="end time, exclusive: now, ... (default: the feed's end)")
+    e.add_argument("--tz", type=zone, default=UTC, metavar="ZONE",
+                   help="zone of times given without one, and of --times iso: a name such as "
+                        "Europe/Berlin, UTC or local (default UTC)")
+    e.add_argument("--times", choices=("unix", "iso"), default="unix",
+                   help="print times as unix seconds or ISO 8601 with the zone's offset")
     e.add_argument("--format", choices=("csv", "json"), default="csv")
     e.set_defaults(func=cmd_export)
     return p
@@ -377,7 +374,23 @@ def main(argv=None):
         sys.exit("wattlog %s: %s" % (args.verb, e))
     except BrokenPipeError:
         sys.stderr.close()  # `wattlog export ... | head` is not an error
+    except OSError as e:  # a file or directory the command cannot use: say which, in words
+        sys.exit("wattlog %s: %s" % (args.verb, os_error(e)))
     return 0
+
+
+def os_error(e):
+    """An OSError as one sentence that names the path and says what to do where we can."""
+    what = e.strerror or str(e)
+    path = " %s" % e.filename if e.filename else ""
+    advice = {errno.EROFS: "the file system is read-only",
+              errno.EACCES: "this user may not; run as the user that owns it, or fix its "
+                            "permissions",
+              errno.EPERM: "this user may not; run as the user that owns it, or fix its "
+                           "permissions",
+              errno.ENOSPC: "the disk is full; free some space",
+              errno.ENOENT: "is the path right?"}.get(e.errno)
+    return "cannot use%s: %s%s" % (path, what, "; " + advice if advice else "")
 
 
 if __name__ == "__main__":

@@ -46,20 +46,21 @@ from wattlog.commit import Committer
 from wattlog.complaints import Complaints
 from wattlog.ingest import MAX_AGE_S, NODE_ID, Ingest
 from wattlog.nodes import Nodes, parse_ack
+from wattlog.provision import COLLECTOR
 
 log = logging.getLogger("wattlog")
 PAGE_SLOTS = 4096 // 4
 MARKER_WAIT_S = 15.0
 
 
-def client_for(url, client_id, ca=None, password=None, **kw):
+def client_for(url, client_id, ca=None, password=None, protocol=mqtt.MQTTv311, **kw):
     """A paho client set up for the broker URL (credentials, TLS with the CA file for mqtts);
     returns (client, host, port). `password` (from a file or the environment: never a command
     line) goes with the URL's user, in place of a password in the URL, which still works but
     shows in `ps`."""
     host, port, user, url_password = parse_broker(url)
     client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
-                         protocol=mqtt.MQTTv311, **kw)
+                         protocol=protocol, **kw)
     if user is not None:
         client.username_pw_set(user, url_password if password is None else password)
     if url.startswith("mqtts://"):
@@ -118,6 +119,7 @@ class Collector:
         self._marker_topic = "%s/%s/ack" % (base_topic, client_id)
         self.client, self.host, self.port = client_for(broker_url, client_id, ca, password,
                                                        clean_session=False)
+        self.user = parse_broker(broker_url)[2]
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message
@@ -189,10 +191,10 @@ class Collector:
         <base>/+/ack): start with the acks gathered so far rather than never."""
         if self.nodes is None and self.connected and self._marker_at is not None \
                 and now - self._marker_at > MARKER_WAIT_S:
-            log.error("no answer on %s within %.0f s: the broker's ACL must let %s read and "
-                      "write %s/+/ack; starting without checking commit.json against the "
-                      "acks the plugs were given", self._marker_topic, MARKER_WAIT_S,
-                      self.client_id, self.base_topic)
+            log.error("no answer on %s within %.0f s: the broker's ACL must let the user %s "
+                      "read and write %s/+/ack (is that the collector's login, %s?); starting "
+                      "without checking commit.json against the acks the plugs were given",
+                      self._marker_topic, MARKER_WAIT_S, self.user, self.base_topic, COLLECTOR)
             self.recover(self._retained)
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties):

@@ -6,6 +6,8 @@ It reads the plug's retained <base>/<node>/status and state, publishes ON / OFF 
 done when the plug says so, not when it was sent. An offline plug, or one that does not
 answer within the timeout, is an error (exit status 1) in words. It logs in as
 wattlog-operator (provision.py), which may read status and state and publish relay/set and cmd.
+It speaks MQTT 5, whose PUBACK carries a reason: a switch the ACL refuses is said in words
+("Not authorized"), not taken for a plug that did not answer.
 """
 
 import json
@@ -13,7 +15,9 @@ import os
 import queue
 import time
 
-from wattlog.collector import client_for
+import paho.mqtt.client as mqtt
+
+from wattlog.collector import client_for, parse_broker
 
 
 class PlugError(Exception):
@@ -36,22 +40,26 @@ def run(action, node, broker_url, base_topic="wattlog", timeout_s=10.0, ca=None,
     got = queue.Queue()
     # a broker set up by `wattlog provision` replaces this id with the user name
     # (wattlog-operator): two `wattlog plug` at once take each other's place
-    client, host, port = client_for(broker_url, "wattlog-plug-%d" % os.getpid(), ca, password)
+    # MQTT 5: a publish the ACL refuses comes back "Not authorized" (3.1.1 says nothing)
+    client, host, port = client_for(broker_url, "wattlog-plug-%d" % os.getpid(), ca, password,
+                                    protocol=mqtt.MQTTv5)
+    user = parse_broker(broker_url)[2]
     client.on_message = lambda c, u, m: got.put((m.topic, m.payload))
     client.on_connect = lambda c, u, f, rc, p: got.put(("connect", rc))
+    client.on_publish = lambda c, u, mid, rc, p: got.put(("published", rc))
     try:
         client.connect(host, port, keepalive=30)
     except OSError as e:
         raise PlugError("cannot reach the broker at %s:%d (%s)" % (host, port, e)) from None
     client.loop_start()
     try:
-        return _talk(client, got, action, node, base, timeout_s)
+        return _talk(client, got, action, node, base, timeout_s, user)
     finally:
         client.loop_stop()
         client.disconnect()
 
 
-def _talk(client, got, action, node, base, timeout_s):
+def _talk(client, got, action, node, base, timeout_s, user):
     deadline = time.monotonic() + timeout_s
     status, state = None, None
 
@@ -65,8 +73,11 @@ def _talk(client, got, action, node, base, timeout_s):
             return None
 
     msg = next_message()
-    if msg is None or msg[0] != "connect" or msg[1].is_failure:
-        raise PlugError("the broker did not accept us (%s)" % (msg[1] if msg else "no answer"))
+    if msg is None:
+        raise PlugError("the broker did not answer within %.0f s" % timeout_s)
+    if msg[1].is_failure:
+        raise PlugError("the broker refused the login of %s (%s): check the user name and the "
+                        "password file" % (user or "an anonymous client", msg[1]))
     client.subscribe([(base + "status", 1), (base + "state", 1)])
     settle = time.monotonic() + min(1.0, timeout_s)  # retained messages come at once
     while (status is None or state is None) and time.monotonic() < settle:
@@ -75,8 +86,8 @@ def _talk(client, got, action, node, base, timeout_s):
             break
         status, state = _take(msg, base, status, state)
     if status is None and state is None:
-        raise PlugError("no plug %r has ever reported on %s (is the node id right?)"
-                        % (node, base + "state"))
+        raise PlugError("no plug %r has ever reported on %s (is the node id right? may %s "
+                        "read it? wattlog-operator may)" % (node, base + "state", user))
     online = status == b"online"
     if action == "status":
         return describe(node, state or {}, online)
@@ -89,6 +100,9 @@ def _talk(client, got, action, node, base, timeout_s):
         msg = next_message()
         if msg is None:
             raise PlugError("%s did not confirm relay %s within %.0f s" % (node, want, timeout_s))
+        if msg[0] == "published" and msg[1].is_failure:
+            raise PlugError("the broker refused to let %s switch %s (%s): log in as "
+                            "wattlog-operator, whose ACL allows it" % (user, node, msg[1]))
         status, state = _take(msg, base, status, state)
         if state and state.get("relay") == want and msg[0] == base + "state":
             return describe(node, state, True)

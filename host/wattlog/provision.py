@@ -3,7 +3,8 @@
     wattlog provision --dir DIR --broker-host HOST [--port N] [--listen ADDR] [--tls] NODE...
 
 Writes into DIR (kept between runs: provisioning again adds nodes and keeps every existing
-password, so configured plugs keep working):
+password, so configured plugs keep working; provision.json remembers the broker's address,
+port, listen address and TLS, so a later run need not repeat them):
   credentials.json     {user: password} for every user below (0600; the only complete copy)
   <client>.password    the password of wattlog-collector, wattlog-operator and homeassistant,
                        one file each (0600), for --password-file and Home Assistant
@@ -132,7 +133,12 @@ def _share_dir(directory):
 
 def provision(directory, nodes, broker_host, port=None, tls=False, listen=None, base="wattlog",
               ha_prefix="homeassistant", progress=print):
-    """Returns {user: password} for everything provisioned so far."""
+    """Returns {user: password} for everything provisioned so far. The broker's address, port,
+    listen address and TLS are remembered (provision.json): a later run without them keeps
+    them, and one that changes them rewrites every plug's config.json and says so."""
+    if not broker_host or not broker_host.strip() or any(c.isspace() for c in broker_host):
+        raise ProvisionError("--broker-host %r is not an address: give the name or IP address "
+                             "the plugs reach the broker at, e.g. 192.168.1.10" % broker_host)
     for node in nodes:
         if not NODE_ID.match(node) or node in CLIENTS:
             raise ProvisionError("%r is not a node id: 1-32 of a-z, 0-9, _ and - (and not %s)"
@@ -167,7 +173,23 @@ def provision(directory, nodes, broker_host, port=None, tls=False, listen=None, 
                                 if user not in CLIENTS)
     durable.write_bytes(os.path.join(directory, "acl"), acl.encode(), mode=shared, group=gid)
 
-    port = port or (8883 if tls else 1883)
+    settings_path = os.path.join(directory, "provision.json")
+    try:
+        saved = durable.read_json(settings_path) or {}
+    except ValueError:
+        saved = {}
+    tls = tls or bool(saved.get("tls"))
+    port = port or saved.get("port") or (8883 if tls else 1883)
+    listen = listen or saved.get("listen")
+    moved = [k for k, v in (("port", port), ("broker host", broker_host))
+             if saved.get(k.replace(" ", "_"), v) != v]
+    durable.write_json(settings_path, {"broker_host": broker_host, "port": port, "tls": tls,
+                                       "listen": listen}, mode=0o600)
+    if moved:
+        nodes = sorted(set(nodes) | {u for u in creds if u not in CLIENTS})
+        progress("the %s changed (%s:%s before): every plug's config.json is rewritten; copy "
+                 "each to its plug again" % (" and ".join(moved), saved.get("broker_host"),
+                                             saved.get("port")))
     if tls:
         make_tls(directory, broker_host, gid)
     durable.write_bytes(os.path.join(directory, "mosquitto.conf"),
@@ -212,6 +234,11 @@ def _write_passwd(tool, path, creds, mode, gid, progress):
         raise ProvisionError("mosquitto_passwd -U failed: %s"
                              % (done.stderr.strip() or "exit status %d" % done.returncode))
     durable.install(tmp, path, mode, gid)
+
+
+def settings(directory):
+    """What provision.json remembers: broker_host, port, tls, listen."""
+    return durable.read_json(os.path.join(directory, "provision.json"))
 
 
 def password_file(directory, user):

@@ -140,6 +140,7 @@ class Link:
         self.bad_acks = 0
         self.sent_top = 0  # highest seq + 1 ever put on the wire this boot
         self.last_error = None
+        self._connect_said = None
         self._inflight_n = 0
         self._inflight_seq = 0
         self._inflight_pid = 0
@@ -161,6 +162,22 @@ class Link:
         self._last_tx_ms = time.ticks_ms()
         self._backoff_ms = 0
         self.connects += 1
+        self._connect_said = None
+
+    def _connect_failed(self, e):
+        """Why a connect failed, in words; printed when it differs from the last time (a
+        refused login would otherwise retry in silence for ever)."""
+        code = e.args[0] if isinstance(e, MQTTException) and e.args else None
+        if code in (4, 5):  # CONNACK: bad user name or password / not authorized
+            why = ("the broker at %s:%d refused this plug's login (%s): check broker.user and "
+                   "broker.password in config.json" % (self.mq.server, self.mq.port,
+                   "bad user name or password" if code == 4 else "not authorized"))
+        else:
+            why = "cannot connect to %s:%d (%r)" % (self.mq.server, self.mq.port, e)
+        if why != self._connect_said:
+            self._connect_said = why
+            print("link:", why)
+        return why
 
     def _drop(self, reason):
         if self.mq.sock is not None:
@@ -191,7 +208,7 @@ class Link:
             try:
                 self._connect()
             except _ERRORS as e:
-                self._drop("cannot connect to %s:%d (%r)" % (self.mq.server, self.mq.port, e))
+                self._drop(self._connect_failed(e))
                 return
         try:
             self._receive()

@@ -98,7 +98,7 @@ def test_an_acl_that_hides_the_acks_delays_the_start_but_does_not_stop_it(tmp_pa
         data = tmp_path / "data"
         c = collectors(b.url, data, commit_interval=1, password_file=b.password_file(COLLECTOR))
         c.wait_for("listening on", timeout_s=40)
-        assert "must let wattlog-collector read and write wattlog/+/ack" in c.log()
+        assert "must let the user wattlog-collector read and write wattlog/+/ack" in c.log()
         node = simnodes(b.port, "acl-1", "--profile", "constant:500", "--speed", 40,
                         "--start", aligned_past(300), via=b)
         s = node.finish()

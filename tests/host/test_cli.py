@@ -1,6 +1,9 @@
 """test_cli.py - `wattlog feeds` and `wattlog export` show what is stored; errors are one line."""
 
 import json
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -66,8 +69,61 @@ def test_times_can_be_unix_iso_or_relative():
     assert cli.parse_time("2026-11-21T09:00:00+01:00") == 1795248000
     assert cli.parse_time("-24h", now=1795248000) == 1795248000 - 86400
     assert cli.parse_time("now-1.5d", now=1795248000) == 1795248000 - 129600
+    assert cli.parse_time("now", now=1795248000) == cli.parse_time(" now ", now=1795248000) == 1795248000
+    assert cli.parse_time("now+1h", now=1795248000) == cli.parse_time("-3600", now=1795255200)
     with pytest.raises(Exception, match="is not a time"):
         cli.parse_time("yesterday")
+
+
+def test_export_takes_now_and_a_zone_and_prints_iso_with_the_offset(data, capsys):
+    """--end now works (only now-... did); times without a zone are read in --tz, and
+    --times iso prints them with that zone's offset (the README says UTC otherwise)."""
+    out = run(capsys, "export", "--data", data, "--feed", "plug-1/power", "--end", "now",
+              "--tz", "Europe/Berlin", "--times", "iso", "--start", "2026-11-20T11:20:00")
+    rows = out.splitlines()[1:]
+    assert rows[:3] == ["2026-11-20T11:20:00+01:00,100.5", "2026-11-20T11:20:10+01:00,",
+                        "2026-11-20T11:20:20+01:00,229.26"]
+    assert len(rows) >= (int(time.time()) - T0) // 10 - 1  # empty slots up to now
+    assert cli.iso(T0) == "2026-11-20T10:20:00Z"
+
+
+def test_a_range_with_no_data_says_so(data, capsys):
+    cli.main(["export", "--data", data, "--feed", "plug-1/power", "--start", "now-1h"])
+    out, err = capsys.readouterr()
+    assert out == "time,power_W\n"
+    assert "export: no data from" in err and "plug-1/power holds 2026-11-20T10:20:00Z to" in err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith("wattlog 0.")
+
+
+def test_a_read_only_data_directory_is_one_line(tmp_path):
+    """`collect` on a directory it cannot write: one line naming it (was an OSError
+    traceback)."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(ro)]).returncode:
+        pytest.skip("cannot mount a read-only tmpfs here (needs root)")
+    try:
+        proc = subprocess.run([sys.executable, "-m", "wattlog.cli", "collect", "--data",
+                               str(ro / "data"), "--broker", "mqtt://u@127.0.0.1:1"],
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        subprocess.run(["umount", "-l", str(ro)])
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == ["wattlog collect: cannot use %s: Read-only file system; "
+                                        "the file system is read-only" % (ro / "data")]
+
+
+def test_provision_into_a_place_it_cannot_write_is_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "wattlog.cli", "provision", "--dir",
+                           "/proc/wattlog", "--broker-host", "10.0.0.1", "plug-a"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and len(proc.stderr.splitlines()) == 1
+    assert proc.stderr.startswith("wattlog provision: cannot use /proc/wattlog: ")
 
 
 SECRET = "s3cret-Pa55"

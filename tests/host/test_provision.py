@@ -22,7 +22,7 @@ from wattlog.provision import (CLIENTS, COLLECTOR, HOMEASSISTANT, OPERATOR, Prov
                                broker_access_command, broker_gid, password_file, provision)
 
 SECRETS = ("credentials.json", "wattlog-collector.password", "wattlog-operator.password",
-           "homeassistant.password", "ca.key", "config.json")
+           "homeassistant.password", "ca.key", "config.json", "provision.json")
 BROKER_READS = ("passwd", "acl", "mosquitto.conf", "server.key", "server.crt", "ca.crt")
 needs_group = pytest.mark.skipif(broker_gid() is None, reason="no group mosquitto here")
 
@@ -231,3 +231,27 @@ def test_without_root_it_says_the_one_command_to_run(public_tmp):
     subprocess.run(commands[0].replace("sudo ", ""), shell=True, check=True)
     assert broker_access_command(str(d)) is None
     assert grp.getgrgid(os.stat(d / "passwd").st_gid).gr_name == "mosquitto"
+
+
+def test_a_later_run_keeps_the_port_and_a_changed_one_rewrites_every_plug(tmp_path):
+    """Run again without --port, provision keeps the port the first run chose (the old code
+    rewrote the listener to 1883 while the earlier plugs kept the old port); a run that
+    changes it rewrites every plug's config.json and says so."""
+    d = tmp_path / "p"
+    said = []
+    provision(str(d), ["plug-a"], "10.0.0.1", port=1884, progress=said.append)
+    provision(str(d), ["plug-b"], "10.0.0.1", progress=said.append)
+
+    def port(node):
+        return json.loads((d / "nodes" / node / "config.json").read_text())["broker"]["port"]
+    assert "listener 1884" in (d / "mosquitto.conf").read_text()
+    assert (port("plug-a"), port("plug-b")) == (1884, 1884)
+    provision(str(d), ["plug-c"], "10.0.0.1", port=1999, progress=said.append)
+    assert (port("plug-a"), port("plug-b"), port("plug-c")) == (1999, 1999, 1999)
+    assert any("the port changed" in s and "copy each to its plug again" in s for s in said)
+
+
+@pytest.mark.parametrize("host", ["", " ", "two words"])
+def test_an_empty_broker_host_is_refused(tmp_path, host):
+    with pytest.raises(ProvisionError, match="is not an address"):
+        provision(str(tmp_path / "p"), ["plug-a"], host, progress=lambda t: None)

@@ -159,7 +159,8 @@ def main():
     start -= start % 10
     print("wattlog demo: mosquitto on 127.0.0.1:%d, the collector writing to %s, %d simulated plugs"
           % (broker.port, os.path.abspath(args.data), args.nodes))
-    print("  the plugs replay the last 24 h at %dx (about %.0f s), then run in real time" % (speed, args.backfill))
+    print("  the plugs replay the last 24 h at %dx, then run in real time (a plug's clock "
+          "reaches the present %.0f s after it starts)" % (speed, DAY_S / (speed - 1)))
     print("  logs in %s; %s" % (logs, "stopping after %.0f s" % args.duration if args.duration
                                  else "Ctrl-C stops everything"))
 
@@ -185,6 +186,7 @@ def main():
     tty = sys.stdout.isatty()
     backfill_done = None
     last_print = 0.0
+    last_line = None
     why = None
     while why is None:
         try:
@@ -203,12 +205,12 @@ def main():
         with watch.lock:
             states = dict(watch.states)
             readings = watch.readings
-        caught_up = [n for n in names if states.get(n, {}).get("time", 0) >= now - 30]
-        if backfill_done is None and len(caught_up) == len(names):
-            backfill_done = now
-            print("%sbackfill done in %.1f s: %d readings arrived, %.0f readings/s"
-                  % ("\n" if tty else "", now - began, readings, readings / (now - began)))
-        if now - last_print < (1 if tty else 5) and not (tty and backfill_done is None):
+        # a plug has caught up when its latest slot is the one before the present (the
+        # state of a slot comes once the slot has ended)
+        caught_up = [n for n in names if states.get(n, {}).get("time", 0) >= now - 2 * 10 - 1]
+        finishing = backfill_done is None and len(caught_up) == len(names)
+        if now - last_print < (1 if tty else 5) and not (tty and backfill_done is None) \
+                and not finishing:
             continue
         last_print = now
         parts = []
@@ -216,12 +218,20 @@ def main():
             st = states.get(n, {})
             t = st.get("time", start)
             power = st.get("power")
+            done = 1.0 if finishing else (t - start) / (now - start)
             parts.append("%s %s %s %s" % (
-                n, "" if backfill_done else "[%s]" % progress_bar((t - start) / (now - start)),
+                n, "" if backfill_done else "[%s]" % progress_bar(done),
                 time.strftime("%H:%MZ", time.gmtime(t)),
                 "-" if power is None else "%.1f W" % power))
         line = "  " + " | ".join(parts) + "  (%d readings)" % readings
-        print(("\r" + line) if tty else line, end="" if tty else "\n", flush=True)
+        if line != last_line:  # the same line again says nothing new
+            last_line = line
+            print(("\r" + line) if tty else line, end="" if tty else "\n", flush=True)
+        if finishing:
+            backfill_done = now
+            print("%sbackfill done in %.1f s (measured from the start of the demo): %d readings "
+                  "arrived, %.0f readings/s" % ("\n" if tty else "", now - began, readings,
+                                               readings / (now - began)))
 
     print("%sstopping (%s): the plugs, then the collector (final commit), then mosquitto"
           % ("\n" if tty else "", why))
