@@ -1,6 +1,7 @@
-# boot.py - runs first at every reset, before main.py. It decides on safe mode (wattnode/safe.py:
-# button held at boot, or 3 crashes in a row) and must itself never fail, so the REPL always
-# comes up.
+# boot.py - runs first at every reset, soft ones included, before main.py. It decides on safe
+# mode (wattnode/safe.py: button held at boot, or 3 crashes in a row), keeps a watchdog armed
+# before a soft reset from cutting the mpremote session that made it (main.py does not run
+# from mpremote's raw REPL), and must itself never fail, so the REPL always comes up.
 import micropython
 
 # Let an exception raised in an interrupt handler (button, pulse counting) still be reported.

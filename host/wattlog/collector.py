@@ -26,7 +26,9 @@ free them. A hole in what a node sent is asked for again on the same topic, not 
 {"boot", "seq", "resend", "time"}.
 
 Clock service: when a plug says "online" on <base>/<node>/status, the collector answers on
-<base>/<node>/ack with {"time": <unix s>, "clock": true, "commit_s": <commit interval>}, not
+<base>/<node>/ack with {"time": <unix s>, "clock": true, "commit_s": <commit interval>} and,
+when it holds any, "energy_wh" and "energy_time": the node's largest energy total pending or
+on disk and when it was true (a plug back from a power cut resumes from it), not
 retained, so the answer is always fresh: a plug whose RTC is unset and that has no NTP server
 on the LAN takes its time from it (lib/wattnode/clock.py), and every plug learns how long an
 ack may take (it sends again what the broker accepted and no ack covered after three commit
@@ -45,7 +47,9 @@ import paho.mqtt.client as mqtt
 from wattlog.commit import Committer
 from wattlog.complaints import Complaints
 from wattlog.ingest import MAX_AGE_S, NODE_ID, Ingest
+from wattlog.ingest import feeds as ingest_feeds
 from wattlog.nodes import Nodes, parse_ack
+from wattlog.phpfina import Feed, FeedError
 from wattlog.provision import COLLECTOR
 
 log = logging.getLogger("wattlog")
@@ -250,9 +254,33 @@ class Collector:
         node = topic.split("/")[-2]
         if payload == b"online" and NODE_ID.match(node):
             # commit_s: the plug resends what it handed the broker if no ack comes within
-            # a few commit intervals (lib/wattnode/link.py)
-            self._ack(node, {"time": int(time.time()), "clock": True,
-                             "commit_s": max(1, round(self.commit_interval_s))}, retain=False)
+            # a few commit intervals (lib/wattnode/link.py); energy_wh: a plug back from a
+            # power cut resumes its total from it (lib/wattnode/energy.py)
+            self._ack(node, dict({"time": int(time.time()), "clock": True,
+                                  "commit_s": max(1, round(self.commit_interval_s))},
+                                 **self._last_energy(node)), retain=False)
+
+    def _last_energy(self, node):
+        """{"energy_wh", "energy_time"}: the largest energy total of the node held here,
+        pending or on disk (its feed's last value), and its slot's unix time; {} if none."""
+        held = [(kwh, t) for t, kwh in self.ingest.points(node, "energy").items()
+                if kwh == kwh]  # not NaN
+        entry = self.committer.registry.find(node, "energy")
+        if entry is not None:
+            try:
+                feed = self.committer.feeds.get(entry["id"]) or \
+                    Feed.open(self.committer.feed_dir, entry["id"])
+                last = feed.last_value()
+            except (OSError, FeedError) as e:
+                log.warning("cannot read %s's last energy total (%s)", node, e)
+                last = None
+            if last is not None:
+                held.append((last[1], feed.time(last[0])))
+        if not held:
+            return {}
+        kwh, t = max(held)
+        wh = round(kwh * 1000)
+        return {"energy_wh": wh, "energy_time": int(t)} if 0 <= wh < 1 << 30 else {}
 
     def _connect_when_due(self, now):
         if now < self._retry_at:
@@ -319,10 +347,10 @@ class Collector:
             return
         snapshot = self.nodes.snapshot()
         try:
-            feeds, points, nbytes = self.committer.commit(pending, intervals,
+            feeds, points, nbytes = self.committer.commit(ingest_feeds(pending), intervals,
                                                           self.nodes.to_json(snapshot))
         except OSError as e:
-            log.error("commit failed (%s); keeping %d feeds' points in memory and trying again "
+            log.error("commit failed (%s); keeping %d plugs' points in memory and trying again "
                       "in %.0f s", e, len(pending), self.commit_interval_s)
             self.ingest.restore(pending, intervals)
             self._failed_commit_at = time.monotonic()

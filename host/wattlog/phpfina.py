@@ -167,6 +167,21 @@ class Feed:
             out[:got] = np.frombuffer(raw[:got * VALUE_SIZE], dtype=_VALUE)
         return out
 
+    def last_value(self, max_slots=1 << 18):
+        """(slot, value) of the last slot that holds a value (not NaN), looking back at most
+        max_slots slots from the end, a 4 KiB page at a time; None if there is none."""
+        page = 4096 // VALUE_SIZE
+        stop = self.npoints()
+        floor = max(stop - max_slots, 0)
+        while stop > floor:
+            first = max(stop - page, floor)
+            block = self.read(first, stop)
+            have = np.flatnonzero(~np.isnan(block))
+            if have.size:
+                return first + int(have[-1]), float(block[have[-1]])
+            stop = first
+        return None
+
     # -- writing -----------------------------------------------------------------------------
 
     def _handle(self):
@@ -175,16 +190,22 @@ class Feed:
         return self._fd
 
     def update(self, points):
-        """Store {slot: value}: one pwrite per run of slots inside the file (stored values
+        """Store {slot: value}, or (slots, values) arrays in which a later value for a slot
+        wins over an earlier one: one pwrite per run of slots inside the file (stored values
         between nearby slots kept), and one block from the end of the file to the last slot
         past it, the gap padded with NaN. Slots before slot 0 are refused (ValueError).
         Returns the bytes written."""
-        if not points:
+        if isinstance(points, dict):
+            slots = np.fromiter(points.keys(), dtype=np.int64, count=len(points))
+            values = np.fromiter(points.values(), dtype=np.float64, count=len(points))
+        else:
+            slots, values = points
+        if not len(slots):
             return 0
-        slots = np.fromiter(points.keys(), dtype=np.int64, count=len(points))
-        values = np.fromiter(points.values(), dtype=np.float64, count=len(points))
-        order = np.argsort(slots, kind="stable")
-        slots, values = slots[order], values[order]
+        # sorted by slot; of several values for one slot, the last given wins
+        rev_slots = slots[::-1]
+        first = np.unique(rev_slots, return_index=True)[1]
+        slots, values = rev_slots[first], values[::-1][first]
         if slots[0] < 0:
             raise ValueError("%s: slot %d is before the feed's start" % (self.dat_path, slots[0]))
         n = self.npoints()

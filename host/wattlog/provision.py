@@ -34,7 +34,7 @@ Users and what the ACL lets them do, each exactly what it uses (a `user` block e
 user in credentials.json but the three programs' is a node):
   <node>              write wattlog/<node>/status, state, readings, log and
                       homeassistant/device/<node>/config; read wattlog/<node>/relay/set, cmd,
-                      ack and homeassistant/status
+                      ack, state (its own, after a power cut) and homeassistant/status
   wattlog-collector   read wattlog/+/readings, status and ack (the retained acks, at start-up);
                       write wattlog/+/ack
   wattlog-operator    `wattlog plug`: read wattlog/+/status and state; write wattlog/+/relay/set
@@ -99,6 +99,7 @@ topic write %(ha)s/device/%(node)s/config
 topic read %(base)s/%(node)s/relay/set
 topic read %(base)s/%(node)s/cmd
 topic read %(base)s/%(node)s/ack
+topic read %(base)s/%(node)s/state
 topic read %(ha)s/status
 
 """

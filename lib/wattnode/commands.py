@@ -11,7 +11,9 @@
 A clean reboot is not done here: handle() runs inside the link's receive loop, so it only
 sets node.reboot_reason; the node's loop then sends what is unsent, checkpoints the energy
 total and resets (node.reboot()).
-An optional "id" is echoed in the answer, so a tool can match answers to its commands.
+An optional "id" is echoed in the answer, so a tool can match answers to its commands. A
+command is refused for what it would make wrong, not for what config.json already has wrong
+(said at boot); no answer ever holds a secret's value (config.py names the key only).
 """
 
 import gc
@@ -51,9 +53,12 @@ def handle(node, msg):
 
 def _save(node, cid, name, key, value):
     raw = config.read_json(node.config_path, [])
+    already = []
+    config.load_dict(raw, already)  # not this command's business (and said at boot)
     raw[key] = value
     problems = []
     config.load_dict(raw, problems)
+    problems = [p for p in problems if p not in already]
     if problems:  # config.py says what it would fall back to; a command changes nothing
         said = []
         for p in problems:
@@ -82,6 +87,7 @@ def info(node):
         "uptime_s": node.uptime_s(), "time_from": node.keeper.source,
         "time": node.keeper.now() + wire.EPOCH_UNIX if node.keeper.now() >= 0 else None,
         "relay": "ON" if node.controls.on else "OFF", "energy_wh": s.energy_wh,
+        "energy_from": node.energy.source, "energy_settled": node.energy.settled,
         "ring": {"capacity": ring.capacity, "held": ring.count(), "unsent": ring.unsent(),
                  "dropped": ring.dropped, "produced": ring.next},
         "link": {"connects": link.connects, "batches": link.batches, "acks": link.acks,

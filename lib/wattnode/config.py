@@ -27,7 +27,9 @@ board.json, on the flash root: a copy of boards/<plug>.json (name, hal, chip, pi
 
 A value of the wrong type or out of range is replaced by its default and reported in words; an
 unreadable file counts as empty. The node always starts: it reports the problems on its log
-topic instead of boot-looping.
+topic instead of boot-looping. A secret's value (a key named like password, key, token or
+secret: wifi.password, broker.password) is never in a problem: its key and what is wrong are.
+broker.user, broker.password and broker.ca are strings or null.
 """
 
 import json
@@ -56,6 +58,8 @@ _RANGES = {"interval_s": (1, 3600), "batch_max": (1, 1024), "batch_wait_s": (0, 
            "ack_timeout_s": (0, 28800),
            "checkpoint_wh": (1, 100000), "checkpoint_s": (60, 604800), "watchdog_s": (10, 600)}
 _CHOICES = {"relay_power_on": ("off", "on", "restore")}
+_STR_OR_NULL = ("broker.user", "broker.password", "broker.ca")
+_SECRET_WORDS = ("password", "key", "token", "secret")
 _ID_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_-"
 
 
@@ -94,8 +98,27 @@ def save(raw, path="config.json"):
     os.rename(tmp, path)
 
 
+def _secret(key):
+    """True for a key whose value must never be shown (the last part of a dotted key)."""
+    leaf = key.rsplit(".", 1)[-1].lower()
+    for word in _SECRET_WORDS:
+        if word in leaf:
+            return True
+    return False
+
+
+def _wrong(key, value, should):
+    """'<key> must be <should>, not <value>', the value left out for a secret."""
+    if _secret(key):
+        return "%s must be %s (the value given is a secret: not shown)" % (key, should)
+    return "%s must be %s, not %r" % (key, should, value)
+
+
 def _check(key, value, default, problems):
     if default is None:
+        if key in _STR_OR_NULL and value is not None and not isinstance(value, str):
+            problems.append(_wrong(key, value, "a string or null") + "; using null")
+            return None
         return value
     if isinstance(default, dict):
         if not isinstance(value, dict):
@@ -107,8 +130,8 @@ def _check(key, value, default, problems):
                 if k in default else value[k]
         return merged
     if type(value) is not type(default):
-        problems.append("%s must be a %s, not %r; using %r"
-                        % (key, type(default).__name__, value, default))
+        problems.append(_wrong(key, value, "a " + type(default).__name__) + "; using %r"
+                        % (default,))
         return default
     choices = _CHOICES.get(key)
     if choices and value not in choices:

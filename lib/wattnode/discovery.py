@@ -9,10 +9,16 @@ platform `p` and a `unique_id`:
   power    sensor W, measurement      voltage  sensor V, measurement
   current  sensor A, measurement      energy   sensor kWh, total_increasing
 The sensors read the retained state JSON (node.publish_state) with a value template.
+Ids are namespaced (ID_PREFIX): the device's identifier is "wattlog_<node>" and each
+unique_id "wattlog_<node>_<component>", so a plug named "kitchen" cannot collide with any
+other MQTT device called kitchen. (Earlier firmware announced "<node>" and
+"<node>_<component>": Home Assistant takes the new ids for new entities; the old ones stay,
+unavailable, until removed, and keep their history: README, Home Assistant.)
 Built when needed (about 1.5 KB in pieces, freed after sending), never kept in the heap.
 """
 
 VERSION = "0.1.0"
+ID_PREFIX = "wattlog_"
 
 _SENSORS = (
     # id, name, unit, device class, state class (the id is also the state JSON's field)
@@ -24,14 +30,14 @@ _SENSORS = (
 # Written out rather than json.dumps() of nested dicts: one string, built piece by piece,
 # costs the heap far less than six dicts and their keys (node ids and topics need no escaping:
 # config.py allows only [a-z0-9_-] in them, and the base topic is the owner's own).
-_SWITCH = ('"relay":{"p":"switch","unique_id":"%s_relay","name":"Relay",'
+_SWITCH = ('"relay":{"p":"switch","unique_id":"%s%s_relay","name":"Relay",'
            '"command_topic":"%srelay/set","state_topic":"%sstate",'
            '"value_template":"{{ value_json.relay }}","payload_on":"ON","payload_off":"OFF",'
            '"state_on":"ON","state_off":"OFF"}')
-_SENSOR = (',"%s":{"p":"sensor","unique_id":"%s_%s","name":"%s","state_topic":"%sstate",'
+_SENSOR = (',"%s":{"p":"sensor","unique_id":"%s%s_%s","name":"%s","state_topic":"%sstate",'
            '"value_template":"{{ value_json.%s }}","unit_of_measurement":"%s",'
            '"device_class":"%s","state_class":"%s"}')
-_DEVICE = ('{"dev":{"identifiers":["%s"],"name":"%s","manufacturer":"wattlog","model":"%s (%s)",'
+_DEVICE = ('{"dev":{"identifiers":["%s%s"],"name":"%s","manufacturer":"wattlog","model":"%s (%s)",'
            '"sw_version":"%s","connections":[["mac","%s"]]},'
            '"o":{"name":"wattlog","sw_version":"%s"},'
            '"availability_topic":"%sstatus","payload_available":"online",'
@@ -47,10 +53,11 @@ def payload(node_id, base, board_name, chip, mac_hex):
     sends them one after the other, so no 1.5 KB block of heap is ever needed."""
     t = "%s/%s/" % (base, node_id)
     mac = ":".join(mac_hex[i:i + 2] for i in range(0, len(mac_hex), 2))
-    parts = [_DEVICE % (node_id, node_id, board_name.replace('"', "'"), chip, VERSION, mac,
-                        VERSION, t),
-             _SWITCH % (node_id, t, t)]
+    parts = [_DEVICE % (ID_PREFIX, node_id, node_id, board_name.replace('"', "'"), chip, VERSION,
+                        mac, VERSION, t),
+             _SWITCH % (ID_PREFIX, node_id, t, t)]
     for cid, name, unit, dev_class, state_class in _SENSORS:
-        parts.append(_SENSOR % (cid, node_id, cid, name, t, cid, unit, dev_class, state_class))
+        parts.append(_SENSOR % (cid, ID_PREFIX, node_id, cid, name, t, cid, unit, dev_class,
+                                state_class))
     parts.append("}}")
     return parts

@@ -5,15 +5,22 @@ last will "offline" when the node vanishes), state (retained JSON after each slo
 (QoS 1 binary batches, wire.py), log (plain-words events), relay/set (ON / OFF / TOGGLE), cmd
 (JSON commands), ack (from the collector); and homeassistant/status (Home Assistant's
 "online" asks for discovery again). All are subscribed, in one SUBSCRIBE, before "online" is
-said, so the collector's answer to it cannot be missed.
+said, so the collector's answer to it cannot be missed. While `read_state` is set (the node's
+energy total is not settled yet: energy.py) its own state topic is subscribed too, in a
+SUBSCRIBE of its own sent just before (so its retained state, if the broker has one, comes
+before the main SUBACK, which the "state" handler then hears as None), and unsubscribed by
+stop_reading_state(); until then `hold` keeps batches back.
 
 Store and forward (DESIGN.md, "the one idea")
 - A batch is the run of ring records from `ring.sent`; the broker's PUBACK moves `sent` on.
   Records stay in the ring until the collector's ack says they are on its disk:
       {"boot": B, "seq": S, "time": T}   retained, after a commit: records below S are stored
       {"boot": B, "seq": S, "resend": R} not retained: the collector lacks records from R
-      {"time": T, "clock": true, "commit_s": C}  not retained, the answer to "online": the
-                                         collector's clock (clock.py) and commit interval
+      {"time": T, "clock": true, "commit_s": C[, "energy_wh": E, "energy_time": TE]}
+                                         not retained, the answer to "online": the
+                                         collector's clock (clock.py), commit interval and
+                                         the last energy total it holds for this node
+                                         (energy.py), true at unix time TE
   An ack for another boot is the previous boot's (retained) and means nothing now. An ack
   past what was ever sent, or one that is not this JSON, frees nothing and is reported.
 - A PUBACK says the broker has a batch, not that the collector will get it: mosquitto drops
@@ -74,25 +81,27 @@ _BACKOFF_MAX_MS = const(60000)
 _PUBLISH_QOS1 = const(0x32)
 _PUBACK = const(0x40)
 _SUBACK = const(0x90)
+_UNSUBACK = const(0xB0)
 _MAX_PACKETS_PER_SERVICE = const(16)
 _ERRORS = (OSError, MQTTException, AssertionError, IndexError)
 
 
-def _subscribe_packet(topics):
-    """One SUBSCRIBE (packet id 1, QoS 0 each) for all topics, built once."""
-    body = bytearray(b"\0\x01")
+def _subscribe_packet(topics, pid=1, first=0x82):
+    """One SUBSCRIBE (QoS 0 each) for all topics, built once; first=0xA2: an UNSUBSCRIBE."""
+    body = bytearray(b"\0") + bytes((pid,))
     for t in topics:
-        body += bytes((len(t) >> 8, len(t) & 0xFF)) + t + b"\0"
+        body += bytes((len(t) >> 8, len(t) & 0xFF)) + t + (b"\0" if first == 0x82 else b"")
     assert len(body) < 0x4000
     n = len(body)
-    head = bytes((0x82, n & 0x7F | 0x80, n >> 7)) if n > 0x7F else bytes((0x82, n))
+    head = bytes((first, n & 0x7F | 0x80, n >> 7)) if n > 0x7F else bytes((first, n))
     return bytes(head) + body
 
 
 class Link:
     def __init__(self, node_id, cfg, ring, interval_s, boot, random_bytes, handlers):
-        """handlers: {"relay": f(msg), "cmd": f(msg), "clock": f(unix s), "discovery": f()},
-        each called from service()."""
+        """handlers: {"relay": f(msg), "cmd": f(msg), "clock": f(unix s), "discovery": f(),
+        "energy": f(Wh or -1, unix s), "state": f(msg or None)}, each called from service();
+        "energy" and "state" are optional."""
         base = "%s/%s/" % (cfg["base_topic"], node_id)
         self.t_status = (base + "status").encode()
         self.t_state = (base + "state").encode()
@@ -103,6 +112,11 @@ class Link:
         self.t_ha_status = (cfg["discovery_prefix"] + "/status").encode()
         self._subscribe = _subscribe_packet((self.t_relay_set, self.t_cmd, self.t_ack,
                                              self.t_ha_status))
+        self._sub_state = _subscribe_packet((self.t_state,), 2)
+        self._unsub_state = _subscribe_packet((self.t_state,), 3, 0xA2)
+        self.read_state = False    # subscribe to its own retained state (energy.py)
+        self._state_suback = False  # the next SUBACK is that subscription's
+        self.hold = False          # send no batch (the energy total is not settled)
         readings = (base + "readings").encode()
         self._topic = bytearray(2 + len(readings))  # length-prefixed, ready to write
         self._topic[0] = len(readings) >> 8
@@ -154,6 +168,9 @@ class Link:
     def _connect(self):
         self.mq.connect()
         self.up = True
+        self._state_suback = self.read_state
+        if self.read_state:
+            self.mq.sock.write(self._sub_state)
         self.mq.sock.write(self._subscribe)
         self.mq.publish(self.t_status, b"online", retain=True)
         self.ring.rewind(self.ring.first)  # the broker may have lost what it had: send it again
@@ -219,7 +236,7 @@ class Link:
                     return
             elif self.up:
                 self._check_acks(now)
-                if self._batch_due(now, flush):
+                if not self.hold and self._batch_due(now, flush):
                     self._send_batch()
             if self.up and time.ticks_diff(now, self._last_tx_ms) > KEEPALIVE_S * 500:
                 self.mq.ping()
@@ -247,12 +264,21 @@ class Link:
                         if self._unacked_ms < 0:
                             self._unacked_ms = time.ticks_ms()
                     self._inflight_n = 0
+            elif op == _SUBACK and self._state_suback:  # its own state's comes first
+                self._state_suback = False
+                if self.mq.sock.readinto(rx, 4) != 4 or rx[0] != 3:
+                    raise OSError("malformed SUBACK")
             elif op == _SUBACK:
                 if self.mq.sock.readinto(rx, 7) != 7 or rx[0] != 6:  # 4 topics: 6 bytes
                     raise OSError("malformed SUBACK")
                 if rx[3] == 0x80 or rx[4] == 0x80 or rx[5] == 0x80 or rx[6] == 0x80:
                     self.log("the broker refused a subscription (relay/set, cmd, ack, %s): "
                              "check this node's ACL" % self.t_ha_status.decode())
+                if self.read_state:  # its retained state, if the broker has one, came before
+                    self._handlers["state"](None)
+            elif op == _UNSUBACK:
+                if self.mq.sock.readinto(rx, 3) != 3 or rx[0] != 2:
+                    raise OSError("malformed UNSUBACK")
             else:
                 raise OSError("unexpected MQTT packet type 0x%02x" % op)
 
@@ -349,12 +375,16 @@ class Link:
 
     def _on_clock(self, ack):
         t, commit_s = ack["time"], ack.get("commit_s", 0)
-        if not (isinstance(t, int) and isinstance(commit_s, int)) or \
-                not 0 <= commit_s <= _COMMIT_S_MAX:
+        energy_wh, energy_time = ack.get("energy_wh", -1), ack.get("energy_time", 0)
+        if not (isinstance(t, int) and isinstance(commit_s, int) and isinstance(energy_wh, int)
+                and isinstance(energy_time, int)) or not 0 <= commit_s <= _COMMIT_S_MAX or \
+                not -1 <= energy_wh < 0x3FFFFFFF:
             raise TypeError
         if commit_s and not self._ack_timeout_fixed:
             self.ack_timeout_ms = min(_ACK_TIMEOUT_COMMITS * commit_s, ACK_TIMEOUT_MAX_S) * 1000
         self._handlers["clock"](t)
+        if "energy" in self._handlers:
+            self._handlers["energy"](energy_wh, energy_time)
 
     def _check_acks(self, now):
         """From service(), allocation-free: rewind when accepted records have waited for an
@@ -441,6 +471,17 @@ class Link:
                 pass
         self.up = False
 
+    def stop_reading_state(self):
+        """The energy total is settled: its own state is read no more (batches go again)."""
+        self.hold = False
+        if self.read_state and self.up:
+            try:
+                self.mq.sock.write(self._unsub_state)
+                self._last_tx_ms = time.ticks_ms()
+            except _ERRORS as e:
+                self._drop(repr(e))
+        self.read_state = False
+
     def _on_message(self, topic, msg):
         if topic == self.t_ack:
             self._on_ack(msg)
@@ -450,3 +491,5 @@ class Link:
             self._handlers["cmd"](msg)
         elif topic == self.t_ha_status and msg == b"online":
             self._handlers["discovery"]()
+        elif topic == self.t_state and self.read_state:
+            self._handlers["state"](msg)

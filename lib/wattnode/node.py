@@ -9,6 +9,13 @@ Clock and hardware are injected (hw/), so the same loop runs on a plug, on the u
 a simulated board, and under a fast virtual clock. start.py builds it from config.json and
 board.json; a bad config never stops it: it runs on defaults and reports the problems on the
 log topic. The watchdog is fed on every pass of the loop.
+
+The energy total it publishes never decreases (energy.py). After a power cut (or on a new
+flash) it is not settled at boot: the node reads its own retained state back (link.py) and
+settles when the collector answers "online" (with the last energy it holds for this plug), or
+SETTLE_MS after connecting without an answer, or at once when it has no total of its own and
+the broker retains no state of it (a new plug). Until then it publishes no state and sends no
+readings, and keeps measuring; settling raises the records it holds to the resumed total.
 """
 
 import json
@@ -28,6 +35,7 @@ from micropython import const
 LOOP_MS = const(100)
 HEALTHY_S = const(600)
 DRAIN_MS = const(30000)
+SETTLE_MS = const(60000)
 _STATE_MIN_MS = const(1000)
 
 
@@ -68,7 +76,11 @@ class Node:
         self.boot = int.from_bytes(hw.urandom(4), "little")
         self.link = Link(self.node_id, cfg, self.ring, cfg["interval_s"], self.boot, hw.urandom,
                          {"relay": self.on_relay, "cmd": self.on_cmd, "clock": self.on_clock,
-                          "discovery": self.announce})
+                          "discovery": self.announce, "energy": self.on_energy,
+                          "state": self.on_own_state})
+        self.link.read_state = self.link.hold = not self.energy.settled
+        self._settle_ms = -1  # when the link came up with the total still unsettled
+        self._heard_state = False  # the broker has sent what it retains of our state
         self.reboot_reason = None
         self._announced = 0  # link.connects when discovery was last sent
         self._boot_ticks = hw.clock.ticks_ms()
@@ -89,17 +101,51 @@ class Node:
         if held is not None:
             self.problems.append("clock set from %s; readings since boot are stamped from %d"
                                  % (self.keeper.source, self._first_slot + wire.EPOCH_UNIX))
-        if self.energy.note:  # now that the time is known, the bound can be said
-            self.problems.append("%s: at most %d Wh, %d s at up to %d W" % (
-                self.energy.note, self.energy.bound_wh(now, self._max_power_w),
-                self.energy.since_checkpoint_s(now), self._max_power_w))
+        self._say_energy(now)
+
+    def _say_energy(self, now):
+        """Where the total resumed from, and how much it may lack, once settled and the time
+        is known (said once: the note goes)."""
+        note = self.energy.note
+        if note and now >= 0:
+            self.energy.note = None
+            note = "%s: at most %d Wh, %d s at up to %d W" % (
+                note, self.energy.bound_wh(now, self._max_power_w), self.energy.since_s(now),
+                self._max_power_w)
+            if self.link.up:
+                self.link.log(note)
+            else:
+                self.problems.append(note)
+
+    def settle(self):
+        """The total's resume value is decided (energy.py): raise what was counted since boot
+        to it, and let state and readings go."""
+        add = self.energy.settle(self.sampler.energy_wh, self.sampler.rem_dj)
+        if add:
+            self.sampler.raise_total(add)
+        self.link.stop_reading_state()
+        if self.sampler.last_slot >= 0:
+            self.publish_state(True)
+        self._say_energy(self.keeper.now())
+
+    def _settle_when_due(self):
+        """Settle when the link has been up SETTLE_MS without the collector's answer."""
+        if not self.link.up:
+            return
+        now = time.ticks_ms()
+        if self._settle_ms < 0:
+            self._settle_ms = now
+        elif time.ticks_diff(now, self._settle_ms) >= SETTLE_MS:
+            self.link.log("no answer from the collector in %d s; the energy total resumes "
+                          "without it" % (SETTLE_MS // 1000))
+            self.settle()
 
     def run(self):
         clock = self.hw.clock
         keeper = self.keeper
         sampler = self.sampler
         boot_ticks = clock.ticks_ms()
-        started = False
+        started = self._first_slot >= 0  # resumed (repl.start()): the slots carry on
         healthy_ticks = time.ticks_add(boot_ticks, HEALTHY_S * 1000)
         wdt = self.hw.watchdog(self.cfg["watchdog_s"] * 1000)
         while not clock.ended():
@@ -107,6 +153,8 @@ class Node:
             self.meter.poll()
             keeper.service(self.hw.wifi_up())
             now = keeper.now()
+            if not self.energy.settled:
+                self._settle_when_due()
             if now < 0:  # no wall time yet: keep measuring, stamp nothing
                 self.link.service(self.hw.wifi_up())
                 if self.reboot_reason:
@@ -150,6 +198,8 @@ class Node:
         self.drain()
 
     def publish_state(self, force):
+        if not self.energy.settled:
+            return  # it could be lower than the last one published before a power cut
         now = time.ticks_ms()
         if not force and time.ticks_diff(now, self._state_ms) < _STATE_MIN_MS:
             return  # under a fast clock, do not flood the broker with retained states
@@ -184,6 +234,37 @@ class Node:
                           "ntp_host to correct it)" % self.keeper.disagreement_s)
             self.keeper.disagreement_s = 0
 
+    def on_energy(self, wh, unix_s):
+        """The rest of the collector's answer: the last energy total it holds for this plug
+        (-1: none). Whatever it says, the total is settled now."""
+        if not self.energy.settled:
+            if wh >= 0:
+                self.energy.offer(wh, unix_s - wire.EPOCH_UNIX, "collector")
+            self.settle()
+
+    def on_own_state(self, msg):
+        """Its own state as the broker retains it (the last one published before a reset or
+        power cut), then None: the broker has sent what it has. A plug with no total of its
+        own whose state the broker does not know is new: it settles (at 0) at once."""
+        if self.energy.settled:
+            return
+        if msg is None:
+            self._heard_state = True
+            if self.energy.source == "none":
+                self.settle()
+            return
+        try:
+            state = json.loads(msg)
+            kwh, t = state["energy"], state["time"]
+            if not (isinstance(kwh, (int, float)) and isinstance(t, int)
+                    and 0 <= kwh < 1000000):
+                raise TypeError
+        except (ValueError, TypeError, KeyError, AttributeError):
+            self.link.log("its retained state %r is not one it publishes; ignored"
+                          % bytes(msg[:64]))
+            return
+        self.energy.offer(int(kwh * 1000 + 0.5), t - wire.EPOCH_UNIX, "state")
+
     def announce(self):
         """Home Assistant discovery (discovery.py), retained."""
         self._announced = self.link.connects  # once per connection, whatever happens
@@ -210,11 +291,17 @@ class Node:
         """A clean stop (end of a simulated run, Ctrl-C on the unix port, a reboot): send
         what is unsent, for at most DRAIN_MS, say what happened, go offline. Records the
         collector has not acknowledged yet are with it (the broker acknowledged them)."""
+        if not self.energy.settled and self._heard_state:
+            self.settle()  # the collector has not answered: what the broker keeps will do
+        if self.link.up:  # read what the broker sent: closing on unread bytes resets the
+            self.link.service(True)  # connection, and the broker drops what we sent last
         deadline = time.ticks_add(time.ticks_ms(), DRAIN_MS)
-        while self.ring.unsent() and time.ticks_diff(deadline, time.ticks_ms()) > 0:
+        while self.energy.settled and self.ring.unsent() and \
+                time.ticks_diff(deadline, time.ticks_ms()) > 0:
             self.link.service(self.hw.wifi_up(), flush=True)
             time.sleep_ms(5)
-        self.publish_state(True)
+        if self.sampler.last_slot >= 0:  # a state with a slot's values, not an empty one
+            self.publish_state(True)
         self.energy.checkpoint(self.sampler.energy_wh, self.sampler.rem_dj, self.hw.clock.time_s())
         print("summary " + json.dumps(self.summary()))
         self.link.close()

@@ -1,11 +1,20 @@
 """repl.py - maintenance at the REPL, in the spirit of Tasmota's console.
 
-    mpremote connect PORT exec "from wattnode import repl; repl.status()"
+    mpremote connect PORT resume exec "from wattnode import repl; repl.status()" \
+        exec --no-follow "repl.start()"
+
+`resume` matters: without it mpremote soft-resets the plug first, which empties the RAM ring
+and leaves the node stopped. Entering the raw REPL sends Ctrl-C, which stops the node
+(start.stopped(): at once, readings kept, watchdog held for start.REPL_HOLD_S); the second exec
+carries on with it. At an interactive prompt (`mpremote connect PORT`, Ctrl-C) the same holds:
+every helper here renews the hold, and start() carries on.
 
 The helpers work in safe mode and after Ctrl-C has stopped the node: they read config.json,
 board.json and the state files on the flash and, when the node has run in this session, its
 live state (start.node: the ring, the meter, the relay).
   status()                    what the node is, knows and last did
+  start()                     carry on with the stopped node: its ring, energy and relay as
+                              they were (Ctrl-C stops it again)
   relay(on=None)              show or switch the relay (the state is kept for "restore")
   readings(n=10)              the newest n readings in the ring
   ring()                      how full the ring is
@@ -32,7 +41,18 @@ WARMUP_MS = 2000
 
 def _node():
     from wattnode import start
+    start.hold()  # someone is at the REPL: a stopped plug waits REPL_HOLD_S more
     return start.node
+
+
+def start():
+    node = _node()
+    if node is None:
+        print("the node has not run in this session (safe mode?); machine.reset() starts it")
+        return
+    from wattnode import start as boot
+    print("wattnode: carrying on; Ctrl-C stops it again")
+    boot.run(node)
 
 
 def _cfg():
@@ -134,6 +154,7 @@ def readings(n=10):
 
 
 def config(key=None, value=None):
+    _node()
     cfg, problems = _cfg()
     if key is None:
         shown = dict(cfg)
@@ -169,20 +190,24 @@ def calibrate(power=None, voltage=None, current=None, point=False, seconds=10):
     def measure(ms):
         end = time.ticks_add(clock.ticks_ms(), ms)
         while time.ticks_diff(end, clock.ticks_ms()) > 0:
+            _node()  # however long the window, the plug does not reset under it
             meter.poll()
             clock.wait(clock.time_s() + 1, 50, meter.poll_ms or 200)
         meter.poll()
 
     measure(WARMUP_MS)  # drivers need a frame or two before they count (CSE7766, BL0942)
     meter.take()
+    taken_dj = _counted(meter)
     start = clock.ticks_ms()
     measure(seconds * 1000)
     span_s = time.ticks_diff(clock.ticks_ms(), start) / 1000
-    if not meter.take():
-        print("the meter gave no valid data; nothing changed")
-        return None
+    ok = meter.take()
     measured = {"power": meter.win_energy_dj / 10 / span_s, "voltage": meter.win_voltage_cv / 100,
                 "current": meter.win_current_ma / 1000}
+    _give_back(node, taken_dj + _counted(meter))
+    if not ok:
+        print("the meter gave no valid data; nothing changed")
+        return None
     raw = cfgfile.read_json(CONFIG, [])
     cal = dict(calib.DEFAULTS)
     cal.update(raw.get("calibration", {}))
@@ -204,7 +229,25 @@ def calibrate(power=None, voltage=None, current=None, point=False, seconds=10):
     return cal
 
 
+def _counted(meter):
+    """The energy the last take() closed, valid window or not (0.1 J; -1 means none)."""
+    return max(meter.win_energy_dj, 0) + meter.win_orphan_dj
+
+
+def _give_back(node, energy_dj):
+    """calibrate() took the meter's windows from the stopped node: the energy they counted goes
+    into its total, and its measuring window starts again now, so the slots since its last one
+    stay missing rather than share a mean that lacks the calibration's energy."""
+    s = node.sampler
+    now = node.keeper.now()
+    if s.slot_end and now >= 0:  # slotting had begun: a fresh window from now
+        s.start(now, node.hw.clock.ticks_ms())  # its take() closes one more window
+        energy_dj += _counted(node.meter)
+    s.rem_dj += energy_dj
+
+
 def wifi(ssid=None, password=None):
+    _node()
     try:
         import network
     except ImportError:

@@ -7,13 +7,19 @@ Safe mode is entered when
   - the node crashed MAX_CRASHES times in a row (start.py counts crashes in a file and logs
     them to crash.log); the count is then cleared, so the next reset tries the app again.
 On the unix port there is no button to read (machine has no Pin): only the crash rule applies.
+
+It also keeps mpremote's sessions alive: after a soft reset (mpremote makes one before any
+command not preceded by `resume`), a plug's watchdog armed by the node is still counting while
+main.py does not run (mpremote stays in its raw REPL), so check() has the hardware layer
+re-arm it to start.REPL_HOLD_S (hw/esp32.py hold_after_soft_reset); the simulator's watchdog
+ends with its process.
 """
 
 import os
 import time
 
 from wattnode import config
-from wattnode.start import crash_count, set_crash_count
+from wattnode.start import REPL_HOLD_S, crash_count, set_crash_count
 
 MAX_CRASHES = 3
 SAFE_FLAG = "safe"
@@ -21,13 +27,12 @@ HOLD_MS = 1000
 reason = None
 
 
-def _button_held(board_path):
+def _button_held(board):
     try:
         from machine import Pin
     except ImportError:
         return False
-    board = config.read_json(board_path, [])
-    pins = board.get("pins", {}) if isinstance(board, dict) else {}
+    pins = board.get("pins", {})
     if not isinstance(pins.get("button"), int):
         return False
     pin = Pin(pins["button"], Pin.IN, Pin.PULL_UP if "button" in board.get("pullup", ()) else None)
@@ -43,17 +48,27 @@ def _button_held(board_path):
 def check(board_path="board.json"):
     global reason
     reason = None
+    board = config.read_json(board_path, [])
     crashes = crash_count()
     try:
         os.remove(SAFE_FLAG)
         reason = "repl.reboot(safe=True) asked for it"
-        return reason
     except OSError:
-        pass
-    if crashes >= MAX_CRASHES:
-        set_crash_count(0)
-        reason = ("the node crashed %d times in a row (see crash.log); fix it over mpremote, "
-                  "then reset" % crashes)
-    elif _button_held(board_path):
-        reason = "the button was held at boot"
+        if crashes >= MAX_CRASHES:
+            set_crash_count(0)
+            reason = ("the node crashed %d times in a row (see crash.log); fix it over "
+                      "mpremote, then reset" % crashes)
+        elif _button_held(board):
+            reason = "the button was held at boot"
+    _keep_watchdog(board)
     return reason
+
+
+def _keep_watchdog(board):
+    if board.get("hal", "esp32") != "esp32":
+        return  # the simulator's watchdog ends with its process
+    try:
+        from wattnode.hw.esp32 import hold_after_soft_reset
+    except ImportError:
+        return  # a plug's files on the unix port (tools/fakeboard): no ESP32 watchdog there
+    hold_after_soft_reset(REPL_HOLD_S * 1000)

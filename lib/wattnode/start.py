@@ -1,8 +1,18 @@
-"""start.py - start-up and crash handling: what firmware/main.py runs.
+"""start.py - start-up, Ctrl-C and crash handling: what firmware/main.py runs.
 
 Order matters for memory: config.json and board.json are read and the ring is allocated
 first, while the heap is still in one piece (the ring is one block of ring_kib KiB), and only
 then are the big modules imported. The node then runs under the watchdog.
+
+Ctrl-C (at a plug's serial REPL, or mpremote entering its raw REPL) stops the node for the
+REPL at once: nothing is sent (mpremote gives up on the raw REPL after about 10 s, and a
+broker out of reach could hold a drain for DRAIN_MS), the readings stay in the RAM ring (the
+energy total in RTC memory, as after every slot), and the link says "offline". The watchdog,
+which cannot be stopped on an ESP32, is re-armed first, to REPL_HOLD_S, and renewed by every
+repl helper: a session is never cut, and a plug left at the prompt resets itself REPL_HOLD_S
+later and meters again. repl.start() carries on with the same node: ring, energy, relay.
+Where no REPL follows (tools/simnode, whose process then ends: hw.repl is False) the node
+sends what it holds first.
 
 When the loop dies of an exception, the traceback goes to CRASH_LOG on the flash (at most
 CRASH_LOG_MAX bytes: older entries are dropped, so a crash loop cannot wear or fill the
@@ -22,7 +32,9 @@ CRASH_LOG = "crash.log"
 CRASH_LOG_MAX = 4096
 CRASHES_FILE = "crashes"
 RESET_EXIT = 3  # the unix port's exit status for "reset me" (tools/simnode restarts it)
+REPL_HOLD_S = 1800  # how long a plug stopped at the REPL waits for repl.start() before it resets
 node = None     # the running node, for the REPL helpers (repl.py)
+_hold = None    # the watchdog re-armed to REPL_HOLD_S while the node is stopped
 
 
 def crash_count():
@@ -71,11 +83,20 @@ def main(config_path="config.json", board_path="board.json"):
     node = Node(cfg, board, hw, problems, meter_ok, ring, lambda: set_crash_count(0), config_path)
     print("wattnode %s: board %r, interval %d s, ring %d records"
           % (node.node_id, board.get("name"), cfg["interval_s"], ring.capacity))
+    run(node)
+
+
+def run(node):
+    """Run the node until Ctrl-C (then stopped()) or a crash (logged, then the plug resets)."""
+    global _hold
+    _hold = None
     try:
         node.run()
     except KeyboardInterrupt:
-        node.drain()
+        stopped(node)
     except Exception as e:  # the loop must not die quietly: record it, then reset
+        hw = node.hw
+        ring = node.ring
         out = io.StringIO()
         sys.print_exception(e, out)
         text = ("crash at node time %d after %d readings from slot %d, %d of them unsent (%d "
@@ -87,3 +108,27 @@ def main(config_path="config.json", board_path="board.json"):
         set_crash_count(crash_count() + 1)
         node.energy.checkpoint(node.sampler.energy_wh, node.sampler.rem_dj, hw.clock.time_s())
         hw.reset()
+
+
+def stopped(node):
+    """Ctrl-C: hand the plug to the REPL at once, or drain first if the process ends."""
+    global _hold
+    if not node.hw.repl:
+        node.drain()
+        return
+    _hold = node.hw.watchdog(REPL_HOLD_S * 1000)  # first: nothing after this can cut the session
+    _hold.feed()
+    try:
+        node.link.close()
+    except KeyboardInterrupt:
+        pass  # a second Ctrl-C: the prompt comes all the same
+    ring = node.ring
+    print("wattnode: stopped; %d readings kept in RAM (%d not sent yet). repl.start() carries "
+          "on; left like this the plug resets in %d min" % (ring.count(), ring.unsent(),
+                                                          REPL_HOLD_S // 60))
+
+
+def hold():
+    """At the REPL: the plug waits REPL_HOLD_S more before it resets itself (repl.py)."""
+    if _hold is not None:
+        _hold.feed()

@@ -66,3 +66,13 @@ def allocates(fn):
         return True
     finally:
         micropython.heap_unlock()
+
+
+def fresh_dir(path):
+    """An empty folder at path (made if missing), as a plug's flash root for a test."""
+    try:
+        os.mkdir(path)
+    except OSError:
+        pass
+    for name in os.listdir(path):
+        os.remove(path + "/" + name)

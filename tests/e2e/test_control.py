@@ -47,6 +47,9 @@ def test_home_assistant_discovery_is_complete_and_resent(broker, simnodes):
             assert c["value_template"] == "{{ value_json.%s }}" % cid
         ids = [c["unique_id"] for c in d["cmps"].values()]
         assert len(set(ids)) == len(ids)
+        # namespaced: no collision with another MQTT device called ha-1 (issue 10 item 6)
+        assert d["dev"]["identifiers"] == ["wattlog_ha-1"]
+        assert sorted(ids) == sorted("wattlog_ha-1_" + cid for cid in d["cmps"])
         late = Listener(broker, "homeassistant/device/ha-1/config")
         assert late.wait("homeassistant/device/ha-1/config")[1] is True  # retained
         late.close()

@@ -8,7 +8,7 @@ import pytest
 
 from batches import T0, batch
 from wattlog.complaints import Complaints
-from wattlog.ingest import Ingest
+from wattlog.ingest import Ingest, feeds
 
 
 @pytest.fixture
@@ -19,12 +19,13 @@ def ingest():
 def test_a_batch_becomes_points_in_units(ingest):
     assert ingest.handle("wattlog/plug-1/readings",
                          batch([(T0, 1234.5, 2001, 230.12, 5.364), (T0 + 10, None, None, None, None)])) == 2
-    p = ingest.pending
-    assert p[("plug-1", "power")][T0] == 1234.5
-    assert p[("plug-1", "voltage")][T0] == pytest.approx(230.12)
-    assert p[("plug-1", "current")][T0] == pytest.approx(5.364)
-    assert p[("plug-1", "energy")][T0] == pytest.approx(2.001)
-    assert all(math.isnan(p[("plug-1", c)][T0 + 10]) for c in ("power", "voltage", "current", "energy"))
+    def p(channel):
+        return ingest.points("plug-1", channel)
+    assert p("power")[T0] == 1234.5
+    assert p("voltage")[T0] == pytest.approx(230.12)
+    assert p("current")[T0] == pytest.approx(5.364)
+    assert p("energy")[T0] == pytest.approx(2.001)
+    assert all(math.isnan(p(c)[T0 + 10]) for c in ("power", "voltage", "current", "energy"))
     assert ingest.intervals["plug-1"] == 10 and ingest.oldest is not None
 
 
@@ -62,9 +63,9 @@ def test_bad_records_are_dropped_and_good_ones_kept(ingest, caplog):
             (T0 + 86400 * 30, 100, 5, 230, 0.5), (T0 + 20, 60000, 6, 231, 0.5)]))
     assert kept == 2
     assert ingest.complain.totals == {"misaligned": 1, "future": 1, "implausible": 1}
-    power = ingest.pending[("n", "power")]
+    power = ingest.points("n", "power")
     assert power[T0] == 100 and math.isnan(power[T0 + 20]) and len(power) == 2
-    assert ingest.pending[("n", "voltage")][T0 + 20] == 231
+    assert ingest.points("n", "voltage")[T0 + 20] == 231
     for words in ("not a multiple of its 10 s interval", "ahead of this computer's clock",
                   "no plug measures that"):
         assert words in caplog.text
@@ -74,7 +75,7 @@ def test_an_interval_change_is_stored_on_the_feeds_grid(caplog):
     ingest = Ingest(Complaints(), lambda node: 60, clock=lambda: T0 + 3600)
     with caplog.at_level(logging.WARNING):
         assert ingest.handle("wattlog/n/readings", batch([(T0 + 30, 5, 1, 230, 0.1)], interval=10)) == 1
-    assert list(ingest.pending[("n", "power")]) == [T0]  # T0 is on the 60 s grid
+    assert list(ingest.points("n", "power")) == [T0]  # T0 is on the 60 s grid
     assert "storing them on the feeds' grid" in caplog.text
 
 
@@ -82,7 +83,7 @@ def test_duplicates_are_idempotent(ingest):
     b = batch([(T0, 100, 5, 230, 0.5), (T0 + 10, 200, 6, 230, 0.9)])
     ingest.handle("wattlog/n/readings", b)
     ingest.handle("wattlog/n/readings", b)
-    assert ingest.pending[("n", "power")] == {T0: 100, T0 + 10: 200}
+    assert ingest.points("n", "power") == {T0: 100, T0 + 10: 200}
 
 
 def test_restore_after_a_failed_commit_keeps_newer_points(ingest):
@@ -90,7 +91,7 @@ def test_restore_after_a_failed_commit_keeps_newer_points(ingest):
     pending, intervals = ingest.take()
     ingest.handle("wattlog/n/readings", batch([(T0, 111, 5, 230, 0.5), (T0 + 10, 5, 5, 230, 0.1)]))
     ingest.restore(pending, intervals)
-    assert ingest.pending[("n", "power")] == {T0: 111, T0 + 10: 5}
+    assert ingest.points("n", "power") == {T0: 111, T0 + 10: 5}
 
 
 def test_a_reading_older_than_any_plug_could_hold_is_refused_and_counted(tmp_path, caplog):
@@ -105,7 +106,8 @@ def test_a_reading_older_than_any_plug_could_hold_is_refused_and_counted(tmp_pat
                           batch([(1577836800, 5, 1, 230, 0.1), (now - 10, 6, 2, 230, 0.1)])) == 1
     assert ing.complain.totals == {"too-old": 1} and "2020-01-01" in caplog.text
     c = Committer(str(tmp_path), Complaints())
-    assert c.commit(*ing.take())[2] == 16  # four channels, one float each
+    pending, intervals = ing.take()
+    assert c.commit(feeds(pending), intervals)[2] == 16  # four channels, one float each
     assert sum(p.stat().st_size for p in (tmp_path / "phpfina").glob("*.dat")) == 16
     c.close()
 
@@ -119,3 +121,32 @@ def test_the_age_limit_is_never_shorter_than_a_plugs_ring(caplog):
     assert ing.handle("wattlog/h/readings", batch([(t_ring, 5, 1, 230, 0.1)], interval=3600)) == 1
     assert ing.handle("wattlog/h/readings",
                       batch([(t_ring - 200 * 3600, 5, 1, 230, 0.1)], interval=3600, seq=1)) == 0
+
+
+def test_whole_batch_decoding_matches_the_wire_format_record_by_record():
+    """The numpy decoding (ingest.RECORD over the payload) against wattnode.wire's own
+    unpack_record, on random records with every missing marker and edge value."""
+    import random
+    from wattnode import wire
+    rnd = random.Random(9)
+    now = T0 + 3600
+    ing = Ingest(Complaints(), lambda node: None, clock=lambda: now)
+    recs = []
+    for k in range(500):
+        recs.append((T0 - 10 * k,
+                     rnd.choice([None, 0.0, -0.1, 49999.9, round(rnd.uniform(-100, 4000), 1)]),
+                     rnd.choice([None, 0, 4294967294, rnd.randrange(0, 10 ** 7)]),
+                     rnd.choice([None, 0.0, 499.99, round(rnd.uniform(200, 250), 2)]),
+                     rnd.choice([None, 0.0, 65.534, round(rnd.uniform(0, 16), 3)])))
+    payload = batch(recs)
+    assert ing.handle("wattlog/n/readings", payload) == 500
+    got = {ch: ing.points("n", ch) for ch in ("power", "voltage", "current", "energy")}
+    for i in range(500):
+        t_s, p, e, v, a = wire.unpack_record(payload, i)
+        t = t_s + wire.EPOCH_UNIX
+        for ch, raw, missing, scale in (("power", p, wire.POWER_MISSING, 10),
+                                        ("voltage", v, wire.U16_MISSING, 100),
+                                        ("current", a, wire.U16_MISSING, 1000),
+                                        ("energy", e, wire.ENERGY_MISSING, 1000)):
+            want = math.nan if raw == missing else raw / scale
+            assert (math.isnan(got[ch][t]) and math.isnan(want)) or got[ch][t] == want, (ch, i)

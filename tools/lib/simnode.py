@@ -1,7 +1,8 @@
 """simnode.py - run the real node firmware on the MicroPython unix port with a simulated plug.
 
     tools/simnode --id ID --broker HOST:PORT [--node-config FILE] [--profile NAME]
-                  [--interval S] [--speed X] [--start UNIX|now-24h] [--then-realtime] [--flash DIR]
+                  [--interval S] [--speed X] [--start TIME] [--then-realtime] [--flash DIR]
+                  [--board NAME [--faults JSON]]
 
 It writes config.json and board.json (boards/sim.json) into a flash folder (a temporary one
 unless --flash names one), then runs firmware/boot.py and firmware/main.py there exactly as a
@@ -11,6 +12,11 @@ clock reaches real time (after sending what it holds), or carries on in real tim
 --then-realtime. SIGINT or SIGTERM stops the node cleanly (it says "offline" and prints its
 summary line). When the firmware resets itself (after a crash) it is started again, as a plug
 reboots; --power-cut starts it as after a power cut (its RTC memory gone).
+
+--start takes what the wattlog CLI takes (wattlog/times.py): now-24h, -24h, unix seconds, ISO
+8601. --faults names faults of the simulated chip (lib/wattnode/hw/simchips.py FAULTS), so it
+needs a --board whose chip is simulated (boards/sim.json measures its profile exactly). A bad
+argument ends with one line saying what is wrong, never a traceback.
 
 The node logs in with the broker user and password of --node-config, the config.json that
 `wattlog provision` made for it (nodes/<node>/config.json): a password is never an argument,
@@ -22,7 +28,6 @@ import argparse
 import ctypes
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -31,22 +36,66 @@ import tempfile
 import time
 
 from wattlog import durable
+from wattlog.times import parse_time
+from wattnode.hw.simchips import FAULTS
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_RELATIVE = re.compile(r"(?:now)?-(\d+)([smhd]?)\Z")
-_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+BOARDS = os.path.join(REPO, "boards")
 RESET_EXIT = 3   # wattnode.start.RESET_EXIT: the firmware asks for a reset
 MAX_RESETS = 10
 
 
-def start_time(text):
-    m = _RELATIVE.match(text)
-    if m:
-        return int(time.time()) - int(m.group(1)) * _UNIT_S[m.group(2)]
-    if text.isdigit():
-        return int(text)
-    raise argparse.ArgumentTypeError("--start takes unix seconds or a past offset: now-24h, "
-                                     "now-90m (or --start=-24h)")
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        """One line, not the usage block: what is wrong, and where the rest is."""
+        self.exit(2, "%s: %s; see %s --help\n" % (self.prog, message, self.prog))
+
+
+def json_object(text):
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError("%r is not JSON (%s)" % (text, e)) from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("%r is not a JSON object {...}" % text)
+    return value
+
+
+_TAKES = {int: "a whole number >= 0", bool: "true or false",
+          dict: '{"power": 1.03, ...} (factors for power, voltage, current)'}
+
+
+def _fault_fits(kind, value):
+    if kind is bool:
+        return isinstance(value, bool)
+    if isinstance(value, bool) or not isinstance(value, kind):
+        return False
+    if kind is int:
+        return value >= 0
+    return all(k in ("power", "voltage", "current") and isinstance(f, (int, float))
+               and not isinstance(f, bool) and f > 0 for k, f in value.items())
+
+
+def faults(text):
+    """The simulated chip's faults: known keys only, each of its type."""
+    value = json_object(text)
+    for key, v in value.items():
+        kind = FAULTS.get(key)
+        if kind is None:
+            raise argparse.ArgumentTypeError("unknown fault %r; the faults are %s"
+                                             % (key, ", ".join(sorted(FAULTS))))
+        if not _fault_fits(kind, v):
+            raise argparse.ArgumentTypeError("fault %r takes %s, not %s"
+                                             % (key, _TAKES[kind], json.dumps(v)))
+    return value
+
+
+def board_name(name):
+    names = sorted(f[:-5] for f in os.listdir(BOARDS) if f.endswith(".json"))
+    if name not in names:
+        raise argparse.ArgumentTypeError("no board %r in %s; the boards are %s"
+                                         % (name, BOARDS, ", ".join(names)))
+    return name
 
 
 def broker_addr(text):
@@ -69,7 +118,7 @@ def node_login(path):
 
 
 def parser():
-    p = argparse.ArgumentParser(prog="tools/simnode", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="tools/simnode", description=__doc__.split("\n\n")[0])
     p.add_argument("--id", required=True, help="node id, [a-z0-9_-]{1,32}")
     p.add_argument("--broker", required=True, type=broker_addr, help="HOST:PORT")
     p.add_argument("--node-config", metavar="FILE", type=node_login,
@@ -78,7 +127,8 @@ def parser():
                    help="washer, fridge, heatpump, constant or constant:WATTS (default constant)")
     p.add_argument("--interval", type=int, default=10, help="slot length in seconds (default 10)")
     p.add_argument("--speed", type=int, default=1, help="clock speed factor (default 1)")
-    p.add_argument("--start", type=start_time, help="node clock start: unix seconds, or now-24h")
+    p.add_argument("--start", type=parse_time,
+                   help="node clock start: now-24h, -24h, unix seconds or ISO 8601")
     p.add_argument("--then-realtime", action="store_true",
                    help="after catching up with real time, carry on in real time")
     p.add_argument("--batch-max", type=int, help="records per batch")
@@ -93,17 +143,27 @@ def parser():
                         "the collector (use without --start: the collector's clock is real)")
     p.add_argument("--crash-after", type=int, metavar="S",
                    help="make the node's loop raise after S seconds of node time (crash handling)")
-    p.add_argument("--config", default="{}",
+    p.add_argument("--config", default={}, type=json_object,
                    help="JSON merged into config.json as it is, unchecked (to test bad configs)")
     p.add_argument("--mpy", action="store_true",
                    help="run the .mpy files tools/build made (build/mpy), as a plug runs them")
     p.add_argument("--power-cut", action="store_true",
                    help="start as after a power cut: RTC memory in the flash folder is lost")
-    p.add_argument("--board", default="sim",
+    p.add_argument("--board", default="sim", type=board_name,
                    help="a board file name from boards/ (default sim); its chip is simulated")
-    p.add_argument("--faults", default="{}",
-                   help='simulated chip faults as JSON, e.g. \'{"noise_every": 5}\'')
+    p.add_argument("--faults", default={}, type=faults,
+                   help='simulated chip faults as JSON, e.g. \'{"noise_every": 5}\' (%s)'
+                        % ", ".join(sorted(FAULTS)))
     return p
+
+
+def parse(argv=None):
+    p = parser()
+    args = p.parse_args(argv)
+    if args.faults and args.board == "sim":
+        p.error("--faults needs a board whose chip is simulated, e.g. --board devkit-cse7766 "
+                "(the sim board measures its profile exactly, without a chip)")
+    return args
 
 
 def write_flash(flash, args):
@@ -122,12 +182,13 @@ def write_flash(flash, args):
         cfg["ntp_host"] = "ntp.lan"
     if args.rtc_unset:
         cfg["sim"]["ntp_after_s"] = 10 ** 9  # unset RTC; no NTP server is configured
-    cfg.update(json.loads(args.config))
+    if args.faults:
+        cfg["sim"]["faults"] = args.faults
+    cfg.update(args.config)
     durable.write_json(os.path.join(flash, "config.json"), cfg, mode=0o600)  # holds a password
-    with open(os.path.join(REPO, "boards", args.board + ".json")) as f:
+    with open(os.path.join(BOARDS, args.board + ".json")) as f:
         board = json.load(f)
     board["hal"] = "sim"  # any board runs on the simulator: pins, UART and chip simulated
-    cfg["sim"]["faults"] = json.loads(args.faults)
     if args.ring_kib:
         board["ring_kib"] = args.ring_kib
     with open(os.path.join(flash, "board.json"), "w") as f:
@@ -150,7 +211,7 @@ def _die_with_parent():
 
 
 def main():
-    args = parser().parse_args()
+    args = parse()
     flash = args.flash or tempfile.mkdtemp(prefix="wattnode-%s-" % args.id)
     os.makedirs(flash, exist_ok=True)
     write_flash(flash, args)

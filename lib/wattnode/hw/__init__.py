@@ -10,7 +10,10 @@ A board object offers
     uart(rx, tx, baud, parity)   parity "even" or None; any(), readinto(buf), write(buf)
     counter(gpio)      a hardware pulse counter: take() -> pulses since the last take()
     rtc                RTC memory (survives soft and watchdog resets): read(), write(buf)
-    watchdog(ms)       feed() at least every ms, or the plug resets
+    watchdog(ms)       feed() at least every ms, or the plug resets; there is one per plug and
+                       it cannot be stopped: a later watchdog(ms) re-arms it with the new ms
+    repl               True if a Ctrl-C hands the plug to a REPL (a plug), False if it ends
+                       the process (tools/simnode), so the node sends what it holds first
     wifi_up()          True when the network is usable (starts connecting if it is not)
     ntp(host)          set the RTC from an NTP server; OSError if it does not answer
     mac(), urandom(n), reset(soft=False)

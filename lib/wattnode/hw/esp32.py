@@ -16,6 +16,14 @@ Counter  machine.Counter (MicroPython >= 1.26) on a PCNT unit, read with value(0
 RTC mem  machine.RTC().memory(): 2 KiB that survive soft and watchdog resets, not power cuts.
 Wi-Fi    network.WLAN(STA_IF) with config "wifi": {"ssid", "password"}; wifi_up() reconnects
          at most every WIFI_RETRY_MS.
+Watchdog machine.WDT: the task watchdog, one per chip; it cannot be stopped, and it survives
+         a soft reset (not a hard one). Creating it again re-arms it with the new timeout
+         (MicroPython 1.28 ports/esp32/machine_wdt.c calls esp_task_wdt_reconfigure; the
+         timeout is a uint32_t of ms): so a node stopped at the REPL is kept alive
+         (start.stopped()), and so is an mpremote session after a soft reset
+         (hold_after_soft_reset()). Neither is tested on hardware here.
+REPL     Ctrl-C at the serial REPL (or mpremote entering its raw REPL) hands the plug to the
+         REPL: repl = True.
 """
 
 import os
@@ -103,7 +111,23 @@ class _Pixel:
         self._np.write()
 
 
+def watchdog(timeout_ms):
+    return machine.WDT(timeout=timeout_ms)
+
+
+def hold_after_soft_reset(hold_ms):
+    """boot.py, at every boot: after a soft reset (mpremote makes one before any command not
+    preceded by `resume`, then stays in its raw REPL, where main.py does not run), the
+    watchdog a node armed is still counting and nobody feeds it. Re-arm it to hold_ms (or arm
+    it, if no node ran before: there is no asking whether it runs): the session goes on, and
+    unless main.py starts the node first, the plug resets hold_ms later and meters again."""
+    if machine.reset_cause() == machine.SOFT_RESET:
+        watchdog(hold_ms).feed()
+
+
 class Board:
+    repl = True
+
     def __init__(self, board, cfg):
         self.clock = Clock()
         self.rtc = _RTCMemory()
@@ -137,7 +161,7 @@ class Board:
         return _IrqCounter(pin)
 
     def watchdog(self, timeout_ms):
-        return machine.WDT(timeout=timeout_ms)
+        return watchdog(timeout_ms)
 
     def wifi_up(self):
         if self._wlan.isconnected():

@@ -14,6 +14,9 @@ with the faults named there ("sim": {"faults": {...}}); "crash_after_s" makes th
 after that much node time, to exercise crash handling; "ntp_after_s" starts the RTC unset
 (as after a power cut) with an NTP server that answers only after that much node time. RTC memory lives in a file that
 survives a reset (the process restarting) but not a power cut (simnode --power-cut deletes it).
+The watchdog counts node time and resets the plug when starved (SimWatchdog). "repl": true
+makes a Ctrl-C hand the plug to the REPL as on a plug (tools/fakeboard); without it Ctrl-C is
+how tools/simnode ends the process, and the node drains first.
 Unix port only: it reads the host clock with time.time() (a float, so it allocates).
 """
 
@@ -34,6 +37,7 @@ class SimClock:
         self._speed = max(1, int(speed)) if start_ms < wall_ms else 1
         self._then_realtime = then_realtime
         self._ended = False
+        self.watchdog = None  # the plug's SimWatchdog, once armed: checked as time moves on
         self._crash_ms = None if crash_after_s is None else start_ms + crash_after_s * 1000
         # the RTC's error: an ESP32 after a power cut reads 2000-01-01 until its time is set
         self._rtc_ms = -631152000000 - start_ms if unset else 0
@@ -76,6 +80,8 @@ class SimClock:
         max_ms of real time pass, whichever comes first."""
         if self._crash_ms is not None and self._virt_ms >= self._crash_ms:
             raise RuntimeError("simulated crash (sim.crash_after_s)")
+        if self.watchdog is not None:
+            self.watchdog.check()
         deadline_ms = deadline_s * 1000 - self._rtc_ms
         if poll_ms and self._virt_ms + poll_ms < deadline_ms:
             deadline_ms = self._virt_ms + poll_ms
@@ -148,17 +154,36 @@ class SimRTCMemory:
 
 
 class SimWatchdog:
-    def __init__(self, timeout_ms):
+    """machine.WDT in node time, one per plug: a new one re-arms it with its own timeout, as on
+    an ESP32. The clock checks it as each wait() begins, not within a wait (the node's loop
+    feeds it before each wait, and a wait may jump a whole slot of node time where a plug's
+    loop would feed it every LOOP_MS): unfed for more than timeout_ms of node time by then,
+    the plug resets (reset())."""
+
+    def __init__(self, clock, timeout_ms, reset):
         self.timeout_ms = timeout_ms
         self.feeds = 0
+        self._clock = clock
+        self._reset = reset
+        self._fed_ms = clock.time_ms()
+        clock.watchdog = self
 
     def feed(self):
         self.feeds += 1
+        self._fed_ms = self._clock.time_ms()
+
+    def check(self):
+        starved_ms = self._clock.time_ms() - self._fed_ms
+        if starved_ms > self.timeout_ms:
+            print("watchdog: not fed for %d ms of node time (timeout %d ms): the plug resets"
+                  % (starved_ms, self.timeout_ms))
+            self._reset()
 
 
 class Board:
     def __init__(self, board, cfg, flash_dir="."):
         sim = cfg.get("sim", {})
+        self.repl = bool(sim.get("repl"))  # a REPL follows Ctrl-C, as on a plug (start.stopped())
         self.clock = SimClock(sim.get("start"), sim.get("speed", 1), sim.get("then_realtime", False),
                               sim.get("crash_after_s"), "ntp_after_s" in sim)
         self._ntp_ms = None
@@ -198,7 +223,7 @@ class Board:
         return self.chip.counter(pin, self.pin(pin))
 
     def watchdog(self, timeout_ms):
-        return SimWatchdog(timeout_ms)
+        return SimWatchdog(self.clock, timeout_ms, self.reset)
 
     def wifi_up(self):
         return True

@@ -25,6 +25,10 @@ The load, the counters and the UART buffer they are built from are in hw/simpart
 
 from wattnode.hw.simparts import SimCounter, SimUART, Truth, put24be, put24le
 
+# the faults above and the JSON type each takes (tools/simnode checks --faults against them)
+FAULTS = {"noise_every": int, "checksum_every": int, "partial_every": int, "flags_every": int,
+          "silent": bool, "wrap": bool, "storm_hz": int, "error": dict}
+
 SETTLE_MS = 300
 CSE_FRAME_MS = 50
 CSE_COEF = (191600, 16565, 5378000)  # voltage, current, power coefficients (Tasmota #6302)

@@ -1,0 +1,196 @@
+"""test_mpremote.py - the README's mpremote workflow on a board that runs the real firmware:
+tools/fakeboard (the MicroPython unix port on a pseudo-terminal, a littlefs flash holding the
+node as source, a simulated plug), driven by the real mpremote or by the bytes a person's
+terminal sends. Node time runs 100-1000x faster than real time, so the minutes of node time
+below take seconds; the only real-time bounds are the ones a person or mpremote has (a prompt
+within PROMPT_S of Ctrl-C, mpremote's 10 s for its raw REPL).
+
+What needs a real plug and is not tested here: machine.WDT on an ESP32 (re-armed with a new
+timeout, surviving a soft reset: hw/esp32.py), boot.py's hold after mpremote's soft reset, and
+a serial line with a USB-serial chip (DTR/RTS) instead of a pseudo-terminal.
+"""
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+from helpers import REPO, aligned_past, summary, wattlog
+
+sys.path.insert(0, str(REPO / "tools" / "lib"))
+
+from fakeboard import FakeBoard, Terminal, firmware_files  # noqa: E402
+from wattlog import durable  # noqa: E402
+
+PROMPT_S = 3  # a person (and mpremote, which waits 10 s) gets the prompt well within this
+MPREMOTE = shutil.which("mpremote") or str(REPO / ".venv" / "bin" / "mpremote")
+
+
+def flash_config(tmp_path, node_id, broker=None, **sim):
+    """config.json for the board: a simulated plug ("repl": a Ctrl-C hands it to the REPL,
+    as on a plug), logged in to `broker` with its provisioned password, or to nothing."""
+    cfg = {"node_id": node_id, "interval_s": 10, "watchdog_s": 10,
+           "broker": {"host": "127.0.0.1", "port": 1},
+           "sim": dict({"profile": "constant:1000", "repl": True}, **sim)}
+    if broker is not None:
+        provisioned = broker.node_args(node_id)[1]
+        with open(provisioned) as f:
+            cfg["broker"] = json.load(f)["broker"]
+    path = tmp_path / ("%s.json" % node_id)
+    durable.write_json(str(path), cfg, mode=0o600)  # it may hold a password
+    return str(path)
+
+
+def readme_status_command(port):
+    """The one-line status command of README.md's "Maintaining a plug with mpremote", for
+    this port: the test runs what the README shows."""
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## Maintaining a plug with mpremote"):]
+    line = next(ln for ln in section.splitlines() if ln.startswith("mpremote connect ")
+                and " resume exec " in ln and "repl.status()" in ln)
+    argv = shlex.split(line, comments=True)
+    return [MPREMOTE] + [port if a == "/dev/ttyUSB0" else a for a in argv[1:]]
+
+
+def ring_line(text):
+    """(held, next seq) from repl.ring()'s line."""
+    m = re.search(r"ring +(\d+) of \d+ readings held .* next seq (\d+)", text)
+    assert m, text
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_the_readme_status_command_leaves_the_plug_metering(broker, collectors, tmp_path):
+    """The README's status command prints the node's state and ring and leaves the node
+    metering with its readings: run twice while the collector acknowledges nothing (its
+    commit interval outlasts the test), each run sees every reading since boot still held and
+    more of them, and in the end every slot the plug produced is in the files."""
+    data = tmp_path / "data"
+    collector = collectors(broker.url, data, commit_interval=300)
+    collector.wait_for("listening on")
+    start = aligned_past(1200)
+    cfg = flash_config(tmp_path, "plug-m", broker, speed=100, start=start)
+    with FakeBoard(str(tmp_path / "flash.img"), firmware_files(cfg)) as board:
+        deadline = time.monotonic() + 20
+        while "wattnode plug-m" not in board.output():
+            assert time.monotonic() < deadline, board.output()
+            time.sleep(0.05)
+        seen = []
+        deadline = time.monotonic() + 25
+        while len(seen) < 2 or seen[-1][1] <= seen[0][1]:
+            assert time.monotonic() < deadline, (seen, board.output())
+            t = time.monotonic()
+            done = subprocess.run(readme_status_command(board.port), capture_output=True,
+                                  text=True, timeout=30)
+            assert done.returncode == 0 and time.monotonic() - t < PROMPT_S, (
+                done.stdout, done.stderr, board.output())
+            assert "node       plug-m" in done.stdout and "relay      ON" in done.stdout
+            held, nxt = ring_line(done.stdout)
+            assert held == nxt, done.stdout  # nothing acknowledged yet, nothing lost
+            seen.append((held, nxt))
+        assert board.resets == []  # no soft reset, no watchdog
+        deadline = time.monotonic() + 60
+        while "summary " not in board.output():  # node time reached the present: it drained
+            assert time.monotonic() < deadline, board.output()
+            time.sleep(0.1)
+        s = summary(board.output())
+    assert s["unsent"] == 0 and s["produced"] > seen[-1][1], s
+    assert collector.stop() == 0
+    rows = wattlog("export", "--data", data, "--feed", "plug-m/power").splitlines()[1:]
+    assert [int(r.split(",")[0]) for r in rows] == [start + 10 * k for k in range(s["produced"])]
+
+
+def start_board(tmp_path, speed):
+    """A board running a node that reaches no broker, and its terminal once the node runs."""
+    cfg = flash_config(tmp_path, "plug-r", speed=speed, start=aligned_past(7200))
+    board = FakeBoard(str(tmp_path / "flash.img"), firmware_files(cfg)).start()
+    term = Terminal(board.port)
+    term.expect(b"link: cannot connect", 20)
+    return board, term
+
+
+def wait_for_state(broker, node_id):
+    """Until the plug has published its state (it is connected, its energy total settled)."""
+    got = []
+    c = broker.client("mpremote-test-%s" % node_id)
+    c.on_message = lambda client, userdata, msg: got.append(msg.payload)
+    c.connect("127.0.0.1", broker.port)
+    c.subscribe("wattlog/%s/state" % node_id)
+    c.loop_start()
+    try:
+        deadline = time.monotonic() + 30
+        while not got:
+            assert time.monotonic() < deadline, "the plug never published its state"
+            time.sleep(0.05)
+    finally:
+        c.disconnect()
+        c.loop_stop()
+
+
+def ctrl_c(term):
+    """Ctrl-C, as typed at `mpremote connect PORT`: the stop line and the prompt."""
+    t = time.monotonic()
+    term.write(b"\x03")
+    out = term.expect(b">>> ", 30).decode()
+    took = time.monotonic() - t
+    assert took < PROMPT_S, "the prompt came %.1f s after Ctrl-C:\n%s" % (took, out)
+    m = re.search(r"stopped; (\d+) readings kept in RAM \((\d+) not sent yet\)", out)
+    assert m, out
+    return int(m.group(1))
+
+
+def repl(term, line, timeout_s=10):
+    term.write(line.encode() + b"\r")
+    return term.expect(b">>> ", timeout_s).decode()
+
+
+def test_ctrl_c_a_long_session_and_start_again(broker, tmp_path):
+    """Ctrl-C on a running node whose broker went away gives the prompt within PROMPT_S (a
+    drain would have tried to send for 30 s, past mpremote's 10 s); a 5-minute session (node
+    time) is not cut by the 10 s watchdog; repl.start() carries on with the same ring: every
+    reading from the first slot on is still held, the session's slots included (they share
+    its mean, as the meter counted on), none missing, none twice."""
+    board = FakeBoard(str(tmp_path / "flash.img"), firmware_files(
+        flash_config(tmp_path, "plug-r", broker, speed=100, start=aligned_past(7200)))).start()
+    term = Terminal(board.port)
+    try:
+        wait_for_state(broker, "plug-r")
+        broker.stop()  # now it cannot send: a drain would try for 30 s
+        term.expect(b"link: connection lost", 20)
+        kept = ctrl_c(term)
+        repl(term, "from wattnode import repl, start; c = start.node.hw.clock; t = c.time_s()")
+        assert "node       plug-r" in repl(term, "repl.status()")
+        term.write(b"while c.time_s() < t + 300: c.wait(t + 300, 50)\r\r")  # 5 min pass
+        term.expect(b">>> ", 30)
+        assert ring_line(repl(term, "repl.ring()")) == (kept, kept)
+        assert "watchdog" not in board.output() and board.resets == []
+        term.write(b"repl.start()\r")
+        term.expect(b"share one mean", 20)  # the first slot closed after the session
+        again = ctrl_c(term)
+        assert again >= kept + 30  # the 5 minutes' slots, and more
+        out = repl(term, "r = repl.readings(100000); print('rows', len(r), r[0][0], r[-1][0])")
+        n, first, last = (int(x) for x in re.search(r"rows (\d+) (\d+) (\d+)", out).groups())
+        assert n == again and last - first == 10 * (n - 1), out
+        assert board.resets == []
+    finally:
+        term.close()
+        board.close()
+
+
+def test_a_plug_left_at_the_prompt_resets_itself_and_meters_again(tmp_path):
+    """Stopped and left at the prompt (node time passes, no helper is called), the plug's
+    watchdog, held for start.REPL_HOLD_S, resets it then, and the node starts again."""
+    board, term = start_board(tmp_path, speed=1000)
+    try:
+        ctrl_c(term)
+        repl(term, "from wattnode import start; c = start.node.hw.clock")
+        term.write(b"while True: c.wait(c.time_s() + 60, 50)\r\r")
+        out = term.expect(b"wattnode plug-r", 30).decode()
+        m = re.search(r"watchdog: not fed for (\d+) ms", out)
+        assert m and 1800000 < int(m.group(1)) < 1800000 + 120000, out
+        assert board.resets == ["hard"]
+    finally:
+        term.close()
+        board.close()

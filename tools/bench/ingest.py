@@ -1,0 +1,266 @@
+"""ingest.py - how fast readings reach the disk, beside InfluxDB 1.6 taking the same readings.
+
+wattlog: a private mosquitto set up as `wattlog provision` sets it up (tools/lib/broker.py),
+`wattlog collect --commit-interval 1`, and N plugs (MQTT sessions logged in as their own node
+users, on plain sockets) publishing pre-encoded 64-reading batches at QoS 1 as fast as the
+broker takes them.
+The clock runs from the first publish until commit.json acknowledges every reading of every
+plug: that is readings on disk, fdatasync'ed, per second. Collector CPU (user + system, from
+/proc/<pid>/stat) is divided by the readings. The broker's per-client queue is raised for the
+run (max_queued_messages): with the default 1000 it drops batches for a collector that falls
+behind, which the real firmware sends again (lib/wattnode/link.py) but these bare publishers
+do not.
+
+InfluxDB 1.6 (Debian's influxdb, started here on a loopback port with its own temporary
+directories): the same readings as line protocol, one line a reading with its four fields
+(power, voltage, current, energy), tag node, second precision, posted to /write in batches
+of 10,000, timed from the first post to the last answer. The bodies are encoded beforehand,
+as the MQTT batches are.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "tools", "lib"))
+sys.path.insert(0, os.path.join(REPO, "lib"))
+
+from broker import Broker, free_port  # noqa: E402
+from wattlog.provision import COLLECTOR  # noqa: E402
+from wattnode import wire  # noqa: E402
+
+RECORDS = 64
+
+
+def encode(nodes, batches, start):
+    """{node: [payload, ...]} and the same readings as InfluxDB line-protocol bodies."""
+    out = {}
+    lines = []
+    for n, node in enumerate(nodes):
+        payloads = []
+        for b in range(batches):
+            buf = bytearray(wire.HEADER_SIZE + wire.RECORD_SIZE * RECORDS)
+            seq = b * RECORDS
+            wire.pack_header(buf, 0, RECORDS, 10, 1000 + n, seq, 0, seq)
+            for k in range(RECORDS):
+                t = start + 10 * (seq + k)
+                p_dw, v_cv, i_ma, e_wh = 5000 + n, 23000 + k, 2100 + k, 1000 + seq + k
+                wire.pack_record(buf, wire.HEADER_SIZE + k * wire.RECORD_SIZE,
+                                 t - wire.EPOCH_UNIX, p_dw, e_wh, v_cv, i_ma)
+                lines.append("wattlog,node=%s power=%.1f,voltage=%.2f,current=%.3f,energy=%.3f %d"
+                             % (node, p_dw / 10, v_cv / 100, i_ma / 1000, e_wh / 1000, t))
+            payloads.append(bytes(buf))
+        out[node] = payloads
+    bodies = ["\n".join(lines[i:i + 10000]).encode() for i in range(0, len(lines), 10000)]
+    return out, bodies
+
+
+def _mqtt_string(b):
+    return len(b).to_bytes(2, "big") + b
+
+
+def _packet(first, body):
+    n, head = len(body), bytearray([first])
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        head.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(head) + body
+
+
+def connect_raw(port, node, password, payloads):
+    """A plug's MQTT session on a plain socket: CONNECT answered, then the bytes of all its
+    QoS 1 PUBLISH packets, built beforehand. (A Python MQTT client spends more CPU per message
+    than the collector: it would be the bench's bottleneck, not the collector.)"""
+    sock = socket.create_connection(("127.0.0.1", port))
+    connect = (_mqtt_string(b"MQTT") + bytes([4, 0xC2]) + (60).to_bytes(2, "big")
+               + _mqtt_string(node.encode()) + _mqtt_string(node.encode())
+               + _mqtt_string(password.encode()))
+    sock.sendall(_packet(0x10, connect))
+    ack = sock.recv(4)
+    if len(ack) != 4 or ack[0] != 0x20 or ack[3] != 0:
+        raise SystemExit("the broker refused %s: %r" % (node, ack))
+    topic = _mqtt_string(("wattlog/%s/readings" % node).encode())
+    stream = b"".join(_packet(0x32, topic + (i % 65535 + 1).to_bytes(2, "big") + p)
+                      for i, p in enumerate(payloads))
+    return sock, memoryview(stream)
+
+
+def blast(streams):
+    """Write every plug's packets as fast as the broker reads them; read (and drop) PUBACKs."""
+    import selectors
+    sel = selectors.DefaultSelector()
+    left = {}
+    for sock, data in streams.values():
+        sock.setblocking(False)
+        left[sock] = data
+        sel.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
+    while left:
+        for key, events in sel.select(timeout=1):
+            sock = key.fileobj
+            if events & selectors.EVENT_READ:
+                try:
+                    sock.recv(65536)
+                except BlockingIOError:
+                    pass
+            if events & selectors.EVENT_WRITE and sock in left:
+                try:
+                    sent = sock.send(left[sock][:262144])
+                except BlockingIOError:
+                    continue
+                left[sock] = left[sock][sent:]
+                if not len(left[sock]):
+                    del left[sock]
+                    sel.modify(sock, selectors.EVENT_READ)
+    sel.close()
+    for sock, _ in streams.values():
+        # DISCONNECT, then read until the broker closes: closing a socket with PUBACKs unread
+        # would reset the connection and throw away what the broker has not read yet
+        sock.setblocking(True)
+        sock.settimeout(600)
+        sock.sendall(b"\xe0\x00")
+        sock.shutdown(socket.SHUT_WR)
+        while sock.recv(65536):
+            pass
+        sock.close()
+
+
+def cpu_s(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def acked(data):
+    try:
+        with open(os.path.join(data, "commit.json")) as f:
+            return {n: d["seq"] for n, d in json.load(f).get("nodes", {}).items()}
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def run_wattlog(payloads, work, wrap=()):
+    nodes = sorted(payloads)
+    total = sum(len(p) for p in payloads.values()) * RECORDS
+    broker = Broker(os.path.join(work, "mosquitto"),
+                    extra_conf="max_queued_messages 1000000\nmax_inflight_messages 100\n")
+    broker.creds = broker._provision(nodes)
+    broker.start()
+    data = os.path.join(work, "data")
+    log = open(os.path.join(work, "collector.log"), "w")
+    collector = subprocess.Popen(
+        [sys.executable] + list(wrap) + ["-m", "wattlog.cli", "collect", "--broker", broker.url,
+         "--password-file", broker.password_file(COLLECTOR), "--data", data,
+         "--commit-interval", "1", "--status-interval", "5"], stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 30
+        while "listening on" not in open(log.name).read():
+            if time.monotonic() > deadline or collector.poll() is not None:
+                raise SystemExit("the collector did not start: see %s" % log.name)
+            time.sleep(0.05)
+        streams = {node: connect_raw(broker.port, node, broker.creds[node], payloads[node])
+                   for node in nodes}
+        cpu0 = cpu_s(collector.pid)
+        t0 = time.monotonic()
+        sender = threading.Thread(target=blast, args=(streams,))
+        sender.start()
+        want = {n: len(payloads[n]) * RECORDS for n in nodes}
+        deadline = time.monotonic() + 600
+        while acked(data) != want:
+            if time.monotonic() > deadline or collector.poll() is not None:
+                raise SystemExit("not all readings were acknowledged: see %s" % log.name)
+            time.sleep(0.02)
+        elapsed = time.monotonic() - t0
+        cpu = cpu_s(collector.pid) - cpu0
+        sender.join()
+    finally:
+        collector.terminate()
+        collector.wait(30)
+        broker.stop()
+    return total / elapsed, cpu / total * 1e6, elapsed
+
+
+def run_influx(bodies, readings, work):
+    port = free_port()
+    d = os.path.join(work, "influx")
+    os.makedirs(d)
+    conf = os.path.join(d, "influxdb.conf")
+    with open(conf, "w") as f:
+        f.write('reporting-disabled = true\nbind-address = "127.0.0.1:%d"\n'
+                '[meta]\n  dir = "%s/meta"\n[data]\n  dir = "%s/data"\n  wal-dir = "%s/wal"\n'
+                '  query-log-enabled = false\n[http]\n  bind-address = "127.0.0.1:%d"\n'
+                '  log-enabled = false\n[monitor]\n  store-enabled = false\n'
+                % (free_port(), d, d, d, port))
+    proc = subprocess.Popen(["influxd", "-config", conf], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    base = "http://127.0.0.1:%d" % port
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(base + "/ping", timeout=1)
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise SystemExit("influxd did not start")
+                time.sleep(0.1)
+        urllib.request.urlopen(urllib.request.Request(
+            base + "/query", data=b"q=CREATE DATABASE bench", method="POST"))
+        t0 = time.monotonic()
+        for body in bodies:
+            urllib.request.urlopen(urllib.request.Request(
+                base + "/write?db=bench&precision=s", data=body, method="POST"), timeout=120)
+        elapsed = time.monotonic() - t0
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return readings / elapsed, elapsed
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--plugs", type=int, default=50)
+    p.add_argument("--batches", type=int, default=400, help="64-reading batches per plug")
+    p.add_argument("--profile", metavar="FILE", help="run the collector under cProfile and "
+                   "write its statistics here (pstats); skips InfluxDB")
+    args = p.parse_args()
+    nodes = ["bench-%02d" % i for i in range(args.plugs)]
+    start = int(time.time()) - args.batches * RECORDS * 10 - 3600
+    start -= start % 10
+    payloads, bodies = encode(nodes, args.batches, start)
+    readings = args.plugs * args.batches * RECORDS
+    work = tempfile.mkdtemp(prefix="wattlog-bench-ingest-")
+    try:
+        print("%d plugs x %d batches x %d readings = %d readings" % (
+            args.plugs, args.batches, RECORDS, readings), flush=True)
+        wrap = ["-m", "cProfile", "-o", args.profile] if args.profile else []
+        rate, us, elapsed = run_wattlog(payloads, work, wrap)
+        print("wattlog  %9.0f readings/s to disk (%.1f s), collector CPU %.2f us/reading"
+              % (rate, elapsed, us), flush=True)
+        if args.profile:
+            print("profile: %s (python -m pstats; the figures above include cProfile's "
+                  "overhead)" % args.profile)
+        elif shutil.which("influxd"):
+            irate, ielapsed = run_influx(bodies, readings, work)
+            print("influxdb %9.0f readings/s (%.1f s, 1.6, 4 fields a line, batches of 10,000)"
+                  % (irate, ielapsed))
+            print("ratio    %9.2f  (wattlog / InfluxDB)" % (rate / irate))
+        else:
+            print("influxdb: not installed (apt-get install influxdb) - no comparison")
+    except BaseException:
+        print("kept %s for a look" % work)
+        raise
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
