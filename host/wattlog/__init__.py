@@ -1,3 +1,3 @@
 """wattlog - the collector: MQTT readings from wattnode plugs into emoncms PHPFina feeds."""
 
-__version__ = "0.1.0"
+from wattnode import __version__  # noqa: F401  (one version for node and collector)

@@ -26,6 +26,7 @@ import time
 
 import numpy as np
 
+from wattlog import __version__
 from wattlog.commit import StartError
 from wattlog.feeds import Registry, RegistryError
 from wattlog.ingest import MAX_AGE_S
@@ -37,14 +38,6 @@ PASSWORD_ENV = "WATTLOG_MQTT_PASSWORD"
 
 class CliError(Exception):
     pass
-
-
-def _version():
-    from importlib import metadata
-    try:
-        return metadata.version("wattlog")
-    except metadata.PackageNotFoundError:
-        return "(not installed)"
 
 
 def _data_dir(path):
@@ -81,7 +74,7 @@ def _broker_password(args):
 
 def _check_broker(args):
     """The broker URL checked and the password read before anything else happens."""
-    from wattlog.collector import parse_broker, redact
+    from wattlog.mqtt import parse_broker, redact
     try:
         user = parse_broker(args.broker)[2]
     except ValueError as e:
@@ -288,7 +281,7 @@ def cmd_export(args):
 
 def build_parser():
     p = argparse.ArgumentParser(prog="wattlog", description="Local power metering collector.")
-    p.add_argument("--version", action="version", version="wattlog " + _version())
+    p.add_argument("--version", action="version", version="wattlog " + __version__)
     sub = p.add_subparsers(dest="verb", required=True)
 
     c = sub.add_parser("collect", help="receive readings over MQTT and store them")

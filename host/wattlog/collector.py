@@ -40,7 +40,6 @@ import logging
 import os
 import signal
 import time
-import urllib.parse
 
 import paho.mqtt.client as mqtt
 
@@ -48,6 +47,7 @@ from wattlog.commit import Committer
 from wattlog.complaints import Complaints
 from wattlog.ingest import MAX_AGE_S, NODE_ID, Ingest
 from wattlog.ingest import feeds as ingest_feeds
+from wattlog.mqtt import client_for, parse_broker
 from wattlog.nodes import Nodes, parse_ack
 from wattlog.phpfina import Feed, FeedError
 from wattlog.provision import COLLECTOR
@@ -55,50 +55,6 @@ from wattlog.provision import COLLECTOR
 log = logging.getLogger("wattlog")
 PAGE_SLOTS = 4096 // 4
 MARKER_WAIT_S = 15.0
-
-
-def client_for(url, client_id, ca=None, password=None, protocol=mqtt.MQTTv311, **kw):
-    """A paho client set up for the broker URL (credentials, TLS with the CA file for mqtts);
-    returns (client, host, port). `password` (from a file or the environment: never a command
-    line) goes with the URL's user, in place of a password in the URL, which still works but
-    shows in `ps`."""
-    host, port, user, url_password = parse_broker(url)
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
-                         protocol=protocol, **kw)
-    if user is not None:
-        client.username_pw_set(user, url_password if password is None else password)
-    if url.startswith("mqtts://"):
-        client.tls_set(ca_certs=ca)  # the system's CAs when no CA file is given
-    return client, host, port
-
-
-def parse_broker(url):
-    """mqtt[s]://[USER[:PASS]@]HOST[:PORT] -> (host, port, user, password); mqtts is TLS.
-    An error names the URL without its password."""
-    parts = urllib.parse.urlsplit(url if "://" in url else "mqtt://" + url)
-    try:
-        port = parts.port
-    except ValueError:  # not a number, or out of range
-        port = None
-        parts = parts._replace(netloc="")
-    if parts.scheme not in ("mqtt", "mqtts") or not parts.hostname:
-        raise ValueError("broker %s: expected mqtt://[USER@]HOST[:PORT] (mqtts:// for TLS)"
-                         % redact(url))
-    return (parts.hostname, port or (8883 if parts.scheme == "mqtts" else 1883),
-            urllib.parse.unquote(parts.username) if parts.username else None,
-            urllib.parse.unquote(parts.password) if parts.password else None)
-
-
-def redact(url):
-    """The URL as it may be shown: the password, if any, replaced by ***."""
-    head, at, host = url.rpartition("@")
-    if not at:
-        return repr(url)
-    scheme, sep, userinfo = head.partition("://")
-    if not sep:
-        scheme, userinfo = "", head
-    user, colon, _ = userinfo.partition(":")
-    return repr(scheme + sep + user + (":***" if colon else "") + "@" + host)
 
 
 class Collector:

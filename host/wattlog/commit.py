@@ -41,7 +41,8 @@ import numpy as np
 from wattlog import datalock, durable
 from wattlog.commitfile import FILE, check_state, count, newer_acks, when
 from wattlog.feeds import Registry
-from wattlog.phpfina import VALUE_SIZE, CorruptFeed, Feed, fsync_dir
+from wattlog.durable import fsync_dir
+from wattlog.phpfina import VALUE_SIZE, CorruptFeed, Feed
 
 log = logging.getLogger("wattlog")
 SYNC_THREADS = 8

@@ -14,7 +14,15 @@ created for its owner only, and gets the group's bits only once it belongs to th
 import json
 import os
 
-from wattlog.phpfina import fsync_dir
+
+def fsync_dir(path):
+    """Make the names in a directory durable (a rename or a new file is only durable once its
+    directory is)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def create(path, mode):
@@ -27,16 +35,17 @@ def create(path, mode):
     return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode), "wb")
 
 
-def write_bytes(path, data, mode=0o666, group=None):
+def write_bytes(path, data, mode=0o666, group=None, sync_dir=True):
     tmp = path + ".tmp"
     with create(tmp, mode if group is None else mode & 0o700) as f:  # the group's bits once
         f.write(data)                                                # the group is right
-    install(tmp, path, mode, group)
+    install(tmp, path, mode, group, sync_dir)
 
 
-def install(tmp, path, mode, group=None):
+def install(tmp, path, mode, group=None, sync_dir=True):
     """Give the finished temp file `group` (and `mode` again: the umask may have taken the
-    group's bits), fsync it, rename it over `path`, fsync the directory."""
+    group's bits), fsync it, rename it over `path`, fsync the directory (unless sync_dir is
+    False: then the caller does, once for many files)."""
     fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
     try:
         if group is not None:
@@ -46,7 +55,8 @@ def install(tmp, path, mode, group=None):
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(os.path.dirname(os.path.abspath(path)))
+    if sync_dir:
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
 def write_json(path, obj, mode=0o666, group=None):

@@ -24,11 +24,12 @@ needs), written in chunks so memory stays small whatever the gap. sync() makes i
 (commit.py decides when).
 """
 
-import math
 import os
 import struct
 
 import numpy as np
+
+from wattlog import durable
 
 _META = struct.Struct("<4I")
 _VALUE = np.dtype("<f4")
@@ -54,14 +55,6 @@ class CorruptFeed(FeedError):
 
 class FeedExists(FeedError):
     """create() found files of that id that it was not told it may replace."""
-
-
-def fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Feed:
@@ -92,17 +85,11 @@ class Feed:
                 if os.path.exists(path):
                     raise FeedExists(path, "exists already; wattlog never writes over a feed "
                                      "it did not make")
-        tmp = feed.meta_path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(_META.pack(0, 0, feed.interval, feed.start))
-            f.flush()
-            os.fsync(f.fileno())
         # the empty .dat needs no fsync of its own: the directory's fsync makes its name
         # durable, and the commit's fdatasync its contents
         os.close(os.open(feed.dat_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644))
-        os.replace(tmp, feed.meta_path)
-        if sync_dir:
-            fsync_dir(directory)
+        durable.write_bytes(feed.meta_path, _META.pack(0, 0, feed.interval, feed.start),
+                            mode=0o644, sync_dir=sync_dir)
         return feed
 
     def remove(self):
@@ -248,9 +235,3 @@ class Feed:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-
-def to_float(value):
-    """A stored float32 as a Python float, or None for NaN."""
-    value = float(value)
-    return None if math.isnan(value) else value

@@ -17,7 +17,7 @@ import time
 
 import paho.mqtt.client as mqtt
 
-from wattlog.collector import client_for, parse_broker
+from wattlog.mqtt import client_for, parse_broker
 
 
 class PlugError(Exception):

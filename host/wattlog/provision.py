@@ -57,7 +57,7 @@ import shutil
 import subprocess
 
 from wattlog import durable
-from wattlog.ingest import NODE_ID
+from wattlog.feeds import NODE_ID
 
 COLLECTOR = "wattlog-collector"
 OPERATOR = "wattlog-operator"

@@ -17,7 +17,8 @@ unavailable, until removed, and keep their history: README, Home Assistant.)
 Built when needed (about 1.5 KB in pieces, freed after sending), never kept in the heap.
 """
 
-VERSION = "0.1.0"
+from wattnode import __version__ as VERSION
+
 ID_PREFIX = "wattlog_"
 
 _SENSORS = (

@@ -126,14 +126,21 @@ def test_a_commit_that_creates_feeds_and_fails_changes_nothing_in_memory(tmp_pat
 
     def failing_open(path, *a, **kw):
         name = os.path.basename(str(path))
-        if (where == "sidecar" and name.endswith(".json") and "phpfina" in str(path)) or \
-                (where == "new feed" and name.endswith(".meta.tmp")):
+        if where == "sidecar" and name.endswith(".json") and "phpfina" in str(path):
             raise full
         return real_open(path, *a, **kw)
+
+    real_write_bytes = durable.write_bytes
+
+    def failing_write_bytes(path, data, *a, **kw):
+        if where == "new feed" and path.endswith(".meta"):
+            raise full
+        return real_write_bytes(path, data, *a, **kw)
 
     def failing_pwrite(fd, data, offset):
         raise full
     monkeypatch.setattr(durable, "write_json", failing_write_json)
+    monkeypatch.setattr(durable, "write_bytes", failing_write_bytes)
     monkeypatch.setattr("builtins.open", failing_open)
     if where == "pwrite":
         monkeypatch.setattr(os, "pwrite", failing_pwrite)

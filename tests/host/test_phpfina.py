@@ -86,18 +86,32 @@ def test_missing_dat_is_named(tmp_path):
         Feed.open(str(tmp_path), 3)
 
 
-def test_disk_full_raises_and_leaves_the_file_as_it_was(tmp_path, monkeypatch):
-    """ENOSPC on pwrite surfaces as OSError; the stored points are untouched."""
+def test_disk_full_raises_and_leaves_the_stored_points_as_they_were(tmp_path, monkeypatch):
+    """ENOSPC part way through the write (the disk fills while the bytes past the end go out)
+    surfaces as OSError; the points stored before are untouched (a write that reread and
+    rewrote the stored span would change them here)."""
     feed = Feed.create(str(tmp_path), 1, 10, 1000)
-    feed.update({0: 1.0})
+    feed.update({k: float(k) for k in range(8)})
     before = dat(feed)
+    real = os.pwrite
 
-    def full(fd, data, offset):
+    def fills_up(fd, data, offset):
+        real(fd, b"\xff" * (len(data) // 2), offset)  # what the disk took before it was full
         raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(os, "pwrite", full)
+    monkeypatch.setattr(os, "pwrite", fills_up)
     with pytest.raises(OSError, match="No space"):
-        feed.update({1: 2.0})
-    assert dat(feed) == before
+        feed.update({8: 8.0, 9: 9.0, 12: 12.0})
+    assert dat(feed)[:len(before)] == before
+
+
+def test_a_short_write_is_an_error_not_a_success(tmp_path, monkeypatch):
+    """pwrite returning fewer bytes than asked (a full disk can do that) raises OSError naming
+    the file, so the commit fails and nothing is acknowledged."""
+    feed = Feed.create(str(tmp_path), 1, 10, 1000)
+    real = os.pwrite
+    monkeypatch.setattr(os, "pwrite", lambda fd, data, offset: real(fd, data[:4], offset))
+    with pytest.raises(OSError, match=r"1.dat: short write \(4 of 12 bytes\)"):
+        feed.update({0: 1.0, 1: 2.0, 2: 3.0})
 
 
 def test_slot_arithmetic_floors_to_the_grid(tmp_path):
