@@ -11,6 +11,7 @@ The broker password comes from --password-file or $WATTLOG_MQTT_PASSWORD, never 
 command line, where `ps` shows it (a password in the URL still works, but shows).
   wattlog export  --data DIR --feed NODE/CHANNEL|ID [--start T] [--end T] [--format csv|json]
   wattlog repair  --data DIR [--force]      rebuild a damaged feeds.json (phpfina/<id>.json)
+  wattlog rebuild --data DIR                recompute the query summaries (summaries/)
 
 Times (T) are unix seconds, an ISO 8601 date or date-time (UTC unless it names a zone), or a
 time before now: now-24h, now-90m, now-7d (or --start=-24h).
@@ -27,10 +28,11 @@ import time
 import numpy as np
 
 from wattlog import __version__
-from wattlog.commit import StartError
+from wattlog.commit import Committer, StartError
 from wattlog.feeds import Registry, RegistryError
 from wattlog.ingest import MAX_AGE_S
 from wattlog.phpfina import FeedError, Feed
+from wattlog.rollup import FLUSH_S
 from wattlog.times import UTC, duration, iso, parse_time, zone
 
 PASSWORD_ENV = "WATTLOG_MQTT_PASSWORD"
@@ -95,7 +97,8 @@ def cmd_collect(args):
                               base_topic=args.base_topic, client_id=args.client_id,
                               status_interval_s=args.status_interval,
                               max_future_s=args.max_future, max_age_s=args.max_age,
-                              ca=args.ca, password=password)
+                              ca=args.ca, password=password,
+                              summary_interval_s=args.summary_interval)
     except (ValueError, RegistryError, StartError) as e:
         raise CliError(str(e)) from None
     collector.run()
@@ -194,6 +197,29 @@ def cmd_repair(args):
                  len(registry.entries) - len(active)))
     finally:
         os.close(lock)
+
+
+def cmd_rebuild(args):
+    """Recompute every feed's query summaries from its .dat (rollup.py), with progress."""
+    from wattlog.complaints import Complaints
+    data = _data_dir(args.data)
+    try:
+        committer = Committer(data, Complaints())
+    except (RegistryError, StartError) as e:
+        raise CliError(str(e)) from None
+    try:
+        committer.stale = {fid: 0 for fid in committer.feeds}
+        tty = sys.stderr.isatty()
+
+        def progress(done, total):
+            if tty or done == total:
+                sys.stderr.write("%srebuild: %d/%d feeds%s" % ("\r" if tty else "", done, total,
+                                                              "" if tty and done < total else "\n"))
+        written = committer.flush_summaries(progress)
+    finally:
+        committer.close()
+    print("rebuilt the summaries of %d feeds in %s (%d bytes)"
+          % (len(committer.feeds), os.path.join(data, "summaries"), written))
 
 
 def cmd_plug(args):
@@ -300,6 +326,9 @@ def build_parser():
                    help="seconds between status lines in the log (default %(default)s)")
     c.add_argument("--max-future", type=int, default=3600, metavar="S",
                    help="refuse readings stamped more than S seconds ahead (default %(default)s)")
+    c.add_argument("--summary-interval", type=duration, default=FLUSH_S, metavar="S",
+                   help="how often the query summaries are written (default 6h; each write "
+                        "is a page per feed and level, so rarely is kinder to an SD card)")
     c.add_argument("--max-age", type=duration, default=MAX_AGE_S, metavar="AGE",
                    help="refuse readings older than this: seconds or 36h, 7d (default 7d; never "
                         "less than a plug's ring holds)")
@@ -340,6 +369,10 @@ def build_parser():
     r.add_argument("--data", required=True)
     r.add_argument("--force", action="store_true", help="rebuild even if feeds.json reads well")
     r.set_defaults(func=cmd_repair)
+
+    b = sub.add_parser("rebuild", help="recompute the query summaries from the feeds")
+    b.add_argument("--data", required=True)
+    b.set_defaults(func=cmd_rebuild)
 
     e = sub.add_parser("export", help="print one feed as CSV or JSON")
     e.add_argument("--data", required=True)

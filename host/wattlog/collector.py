@@ -35,7 +35,6 @@ ack may take (it sends again what the broker accepted and no ack covered after t
 intervals: lib/wattnode/link.py).
 """
 
-import json
 import logging
 import os
 import signal
@@ -51,6 +50,8 @@ from wattlog.mqtt import client_for, parse_broker
 from wattlog.nodes import Nodes, parse_ack
 from wattlog.phpfina import Feed, FeedError
 from wattlog.provision import COLLECTOR
+from wattlog.rollup import FLUSH_S
+from wattnode import wire
 
 log = logging.getLogger("wattlog")
 PAGE_SLOTS = 4096 // 4
@@ -60,8 +61,10 @@ MARKER_WAIT_S = 15.0
 class Collector:
     def __init__(self, data_dir, broker_url, commit_interval_s=300.0, base_topic="wattlog",
                  client_id="wattlog-collector", status_interval_s=60.0, max_future_s=3600,
-                 max_age_s=MAX_AGE_S, ca=None, password=None):
+                 max_age_s=MAX_AGE_S, ca=None, password=None, summary_interval_s=FLUSH_S):
         self.commit_interval_s = commit_interval_s
+        self.summary_interval_s = summary_interval_s
+        self._flushed_at = time.monotonic()
         self.status_interval_s = status_interval_s
         self.base_topic = base_topic
         self.complaints = Complaints()
@@ -144,6 +147,7 @@ class Collector:
         held, self._held_back = self._held_back, []
         for topic, payload in held:
             self._readings(topic, payload)
+        self.flush_summaries("start-up")  # new or stale summaries made now, with progress
         log.info("listening on %s/+/readings", self.base_topic)
 
     def _marker_overdue(self, now):
@@ -198,13 +202,13 @@ class Collector:
     def _readings(self, topic, payload):
         self.ingest.handle(topic, payload)
         for node, boot, acked, resend in self.nodes.resends:
-            self._ack(node, {"boot": boot, "seq": acked, "resend": resend,
-                             "time": int(time.time())}, retain=False)
+            self._ack(node, wire.encode_resend(boot, acked, resend, int(time.time())),
+                      retain=False)
         self.nodes.resends.clear()
 
     def _ack(self, node, payload, retain):
-        self.client.publish("%s/%s/ack" % (self.base_topic, node), json.dumps(payload), qos=1,
-                            retain=retain)
+        """payload: one of wattnode.wire's ack payloads, as its encoders make them."""
+        self.client.publish("%s/%s/ack" % (self.base_topic, node), payload, qos=1, retain=retain)
 
     def _on_status(self, topic, payload):
         node = topic.split("/")[-2]
@@ -212,9 +216,10 @@ class Collector:
             # commit_s: the plug resends what it handed the broker if no ack comes within
             # a few commit intervals (lib/wattnode/link.py); energy_wh: a plug back from a
             # power cut resumes its total from it (lib/wattnode/energy.py)
-            self._ack(node, dict({"time": int(time.time()), "clock": True,
-                                  "commit_s": max(1, round(self.commit_interval_s))},
-                                 **self._last_energy(node)), retain=False)
+            energy = self._last_energy(node)
+            self._ack(node, wire.encode_clock(int(time.time()), round(self.commit_interval_s),
+                                              energy.get("energy_wh", -1),
+                                              energy.get("energy_time", 0)), retain=False)
 
     def _last_energy(self, node):
         """{"energy_wh", "energy_time"}: the largest energy total of the node held here,
@@ -274,17 +279,45 @@ class Collector:
                     time.sleep(0.2)
                 self._marker_overdue(time.monotonic())
                 self._commit_if_due(time.monotonic())
+                self._flush_if_due(time.monotonic())
                 if time.monotonic() - last_status >= self.status_interval_s:
                     last_status, counted = self._status(last_status, counted)
         finally:
-            self.commit("shutdown")
+            clean = self.commit("shutdown") and self.nodes is not None
+            if clean:
+                self.flush_summaries("shutdown")
             if self.client.socket() is not None:
                 self.client.disconnect()
                 self.client.loop(timeout=0.5)
-            self.committer.close()
+            self.committer.close(clean=clean)
             log.info("stopped after %.0f s: %d readings in %d batches, %d commits%s",
                      time.monotonic() - started, self.ingest.readings, self.ingest.batches,
                      self.committer.commits, self._refused())
+
+    def _flush_if_due(self, now):
+        if self.nodes is not None and now - self._flushed_at >= self.summary_interval_s:
+            self.flush_summaries("interval")
+
+    def flush_summaries(self, why):
+        """The summaries (rollup.py) up to what is committed; False if that failed (it is
+        tried again one summary interval later; queries read the .dat meanwhile)."""
+        self._flushed_at = time.monotonic()
+        t0 = time.monotonic()
+        step = []
+
+        def progress(done, total):  # a rebuild of many feeds says how far it has got
+            if total >= 20 and done * 10 // total > len(step):
+                step.append(done)
+                log.info("summaries: %d of %d feeds", done, total)
+        try:
+            written = self.committer.flush_summaries(progress)
+        except OSError as e:
+            log.error("could not write the summaries (%s); queries read the feeds themselves "
+                      "until the next try in %.0f s", e, self.summary_interval_s)
+            return False
+        log.info("summaries flushed (%s): %d bytes in %.2f s", why, written,
+                 time.monotonic() - t0)
+        return True
 
     def _commit_if_due(self, now):
         oldest = self.ingest.oldest
@@ -298,9 +331,10 @@ class Collector:
             self.commit("a full page")
 
     def commit(self, why):
+        """Commit what is pending; False if that failed (it stays pending)."""
         pending, intervals = self.ingest.take()
         if not pending:
-            return
+            return True
         snapshot = self.nodes.snapshot()
         try:
             feeds, points, nbytes = self.committer.commit(ingest_feeds(pending), intervals,
@@ -310,13 +344,15 @@ class Collector:
                       "in %.0f s", e, len(pending), self.commit_interval_s)
             self.ingest.restore(pending, intervals)
             self._failed_commit_at = time.monotonic()
-            return
+            return False
         self._failed_commit_at = None
         acks = self.nodes.confirm(snapshot, self.committer.generation)
         for node, ack in acks:  # only now: every record below ack["seq"] is on disk
-            self._ack(node, ack, retain=True)
+            self._ack(node, wire.encode_ack(ack["boot"], ack["seq"], ack["time"], ack["commit"]),
+                      retain=True)
         log.info("commit (%s): %d points to %d feeds, %d bytes; acked %s", why, points, feeds,
                  nbytes, ", ".join("%s %d" % (n, a["seq"]) for n, a in acks) or "nothing")
+        return True
 
     def _status(self, since, counted):
         now = time.monotonic()

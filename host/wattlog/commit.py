@@ -42,7 +42,9 @@ from wattlog import datalock, durable
 from wattlog.commitfile import FILE, check_state, count, newer_acks, when
 from wattlog.feeds import Registry
 from wattlog.durable import fsync_dir
+from wattlog.ingest import RING_RECORDS_MAX
 from wattlog.phpfina import VALUE_SIZE, CorruptFeed, Feed
+from wattlog.rollup import Summaries
 
 log = logging.getLogger("wattlog")
 SYNC_THREADS = 8
@@ -83,6 +85,8 @@ class Committer:
             os.close(self._lock)
             raise
         self._syncers = concurrent.futures.ThreadPoolExecutor(SYNC_THREADS, "fdatasync")
+        self.summaries = Summaries(data_dir)
+        self.stale = {}       # id -> lowest slot rewritten below its summaries since a flush
         self.feeds = {}       # id -> open Feed
         self.committed = {}   # id -> committed npoints
         self.nodes = {}
@@ -164,8 +168,18 @@ class Committer:
                 want = have
             if os.path.getsize(feed.dat_path) != want * VALUE_SIZE:
                 feed.truncate(want)  # also drops a torn 1-3 byte tail: never a whole value
+                self.summaries.cut(fid, want)
             self.feeds[fid] = feed
             self.committed[fid] = want
+        # what the summaries may not vouch for (rollup.py): what commit.json says was
+        # rewritten; after a stop that was not clean also what a commit may have rewritten
+        # without reaching commit.json (a plug's resends reach back at most a ring)
+        if trusted:
+            self.stale = {int(k): v for k, v in state.get("stale", {}).items()}
+        if not trusted or not state.get("clean"):
+            for fid in self.feeds:
+                back = max(self.committed[fid] - 2 * RING_RECORDS_MAX, 0)
+                self.stale[fid] = min(self.stale.get(fid, back), back) if trusted else 0
         self.nodes = dict(state["nodes"]) if state is not None and why != "damaged" else {}
         self.generation = max([(state or {}).get("commit", 0)] +
                               [a["commit"] for a in acks.values() if count(a.get("commit"))])
@@ -252,6 +266,7 @@ class Committer:
 
     def _commit(self, pending, intervals, nodes, made, sidecars):
         plan, added = [], []
+        stale = dict(self.stale)
         for (node, channel), values in sorted(pending.items()):
             values = _arrays(values)
             entry = self.registry.find(node, channel)
@@ -275,6 +290,8 @@ class Committer:
                               "first slot" % (early, entry["node"], entry["channel"]), early)
                 slots, values = slots[slots >= 0], values[slots >= 0]
             nbytes += feed.update((slots, values))
+            if len(slots) and slots.min() < self.summaries.upto_noted(feed.id):
+                stale[feed.id] = min(stale.get(feed.id, feed.npoints()), int(slots.min()))
             points += len(np.unique(slots))
             written.append(feed)
         if made:
@@ -289,19 +306,39 @@ class Committer:
         self.generation += 1
         if nodes is not None:
             self.nodes = nodes
-        self._save(committed)
-        self.committed = committed
+        self._save(committed, stale)
+        self.committed, self.stale = committed, stale
         self.commits += 1
         return len(written), points, nbytes
 
-    def _save(self, committed=None):
+    def _save(self, committed=None, stale=None, clean=False):
         committed = self.committed if committed is None else committed
-        durable.write_json(self.path, {
-            "version": 1, "commit": self.generation, "time": int(self.clock()),
-            "feeds": {str(fid): n for fid, n in sorted(committed.items())},
-            "nodes": self.nodes})
+        stale = self.stale if stale is None else stale
+        doc = {"version": 1, "commit": self.generation, "time": int(self.clock()),
+               "feeds": {str(fid): n for fid, n in sorted(committed.items())},
+               "nodes": self.nodes}
+        if stale:
+            doc["stale"] = {str(fid): n for fid, n in sorted(stale.items())}
+        if clean:
+            doc["clean"] = True
+        durable.write_json(self.path, doc)
 
-    def close(self):
+    # -- summaries ---------------------------------------------------------------------------
+
+    def flush_summaries(self, progress=None):
+        """Bring the summaries up to the committed data (rollup.py); returns bytes written.
+        What was stale is not any more, but commit.json says so only at its next write: until
+        then a restart recomputes it again (harmless)."""
+        written = self.summaries.flush([self.feeds[fid] for fid in sorted(self.feeds)],
+                                       self.stale, progress)
+        self.stale = {}
+        return written
+
+    def close(self, clean=False):
+        """Release everything; clean=True (a clean stop, after the last commit): commit.json
+        says so, so the next start need not distrust the summaries' last ring of slots."""
+        if clean and self.recovered:
+            self._save(clean=True)
         self._syncers.shutdown()
         for feed in self.feeds.values():
             feed.close()

@@ -1,8 +1,10 @@
 """commitfile.py - <data>/commit.json: what was committed and acknowledged, and whether to
 believe it.
 
-  {"version": 1, "commit": <number>, "time": <unix s>,
+  {"version": 1, "commit": <number>, "time": <unix s>, "clean": <true after a clean stop>,
    "feeds": {"<feed id>": <committed npoints>, ...},
+   "stale": {"<feed id>": <the lowest slot rewritten below its summaries since they were
+                          last flushed (rollup.py)>, ...},
    "nodes": {"<node>": {"boot": <u32>, "seq": <acknowledged, u32>, "lost", "gaps", "dropped",
                         "counted", "boots": <counts>, "last_seen": <unix s or null>}}}
 
@@ -49,6 +51,11 @@ def check_state(doc):
             return "feed %r has the length %r" % (fid, n)
     if not isinstance(nodes, dict):
         return "its \"nodes\" is not an object"
+    stale = doc.get("stale", {})
+    if not isinstance(stale, dict) or not all(k.isdigit() and count(v) for k, v in stale.items()):
+        return "its \"stale\" is not an object of slot numbers"
+    if not isinstance(doc.get("clean", False), bool):
+        return "its \"clean\" is not true or false"
     for node, d in nodes.items():
         if not NODE_ID.match(node) or not isinstance(d, dict):
             return "the entry for node %r is not a node's state" % node

@@ -33,27 +33,24 @@ exactly what is on disk.
 """
 
 import bisect
-import json
 import time
+
+from wattnode import wire
 
 RESEND_AFTER_S = 5.0
 MAX_RANGES = 4096   # a plug holds at most 4096 records (a 64 KiB ring), so at most 2048 holes
 BOOTS_KEPT = 4
-_U32 = 1 << 32
 
 
 def parse_ack(payload):
-    """A retained ack as the collector publishes it -> {"boot", "seq", "time"?, "commit"?},
-    or None if it is not one."""
+    """A retained ack as the collector publishes it (wire.py's ACK) -> {"boot", "seq",
+    "time"?, "commit"?}, or None if it is not one."""
     try:
-        ack = json.loads(payload)
-    except ValueError:
+        kind, ack = wire.parse_ack(payload)
+    except wire.AckError:
         return None
-    if not isinstance(ack, dict) or "resend" in ack or ack.get("clock"):
-        return None
-    ok = all(isinstance(ack.get(k), int) and not isinstance(ack.get(k), bool)
-             and 0 <= ack[k] < _U32 for k in ("boot", "seq"))
-    return {k: ack[k] for k in ("boot", "seq", "time", "commit") if k in ack} if ok else None
+    return {k: ack[k] for k in ("boot", "seq", "time", "commit") if k in ack} \
+        if kind == wire.ACK else None
 
 
 class BootState:

@@ -1,9 +1,9 @@
 """board.py - a plug's board file (boards/<plug>.json, board.json on the flash): read and check.
 
   name       "Shelly Plus Plug S"
-  mcu        "esp32" | "esp32c3" | "unix" (the simulator)
-  hal        "esp32" (default) | "sim": which hardware layer (hw/) drives it
-  chip       "bl0937" | "hlw8012" | "cse7766" | "hlw8032" | "bl0942" | "sim"
+  mcu        "esp32" | "esp32c3"
+  hal        "esp32" (default): which hardware layer (hw/) drives it
+  chip       "bl0937" | "hlw8012" | "cse7766" | "hlw8032" | "bl0942"
   verified   false until someone has checked the pins on a real plug
   pins       {"relay": 4, "button": 9, "led": 25, <the chip's pins>} GPIO numbers
              bl0937/hlw8012: sel, cf, cf1   cse7766/hlw8032: rx   bl0942: rx, tx
@@ -18,18 +18,19 @@
 check() lists every problem in words and says whether the chip can be driven. A board that cannot meter (unknown chip, a chip pin
 missing or impossible) still boots: the node runs without a meter, so every slot is stored as
 missing, and it says why on its log topic - never a boot loop, never a made-up reading.
+CHIP_PINS and MCU_PINS are the chips and MCUs it knows; a package that adds a hardware layer
+or a chip driver (hw.LAYERS, meters.DRIVERS) adds its chips and MCUs here too.
 """
 
 CHIP_PINS = {
     "bl0937": ("sel", "cf", "cf1"), "hlw8012": ("sel", "cf", "cf1"),
-    "cse7766": ("rx",), "hlw8032": ("rx",), "bl0942": ("rx", "tx"), "sim": (),
+    "cse7766": ("rx",), "hlw8032": ("rx",), "bl0942": ("rx", "tx"),
 }
 CHIP_METER = {"bl0937": ("power_w_per_hz", "voltage_v_per_hz", "current_a_per_hz")}
 CHIP_METER["hlw8012"] = CHIP_METER["bl0937"]
 CHIP_BAUDS = {"cse7766": (4800,), "hlw8032": (4800,), "bl0942": (4800, 9600)}
 # usable GPIOs per MCU, and the ones that can only be inputs
-MCU_PINS = {"esp32": (range(0, 40), range(34, 40)), "esp32c3": (range(0, 22), range(0, 0)),
-            "unix": (range(0, 64), range(0, 0))}
+MCU_PINS = {"esp32": (range(0, 40), range(34, 40)), "esp32c3": (range(0, 22), range(0, 0))}
 OUTPUTS = ("relay", "led", "sel", "tx")
 KEYS = ("name", "mcu", "hal", "chip", "verified", "source", "pins", "inverted", "pullup", "led",
         "baud", "meter", "ring_kib", "notes")

@@ -21,8 +21,6 @@ config.json, on the flash root:
                                    the plug takes the collector's clock from its acks
   calibration {"voltage_gain": 1.0, "current_gain": 1.0, "power_gain": 1.0,
                "power_points": [[measured_w, true_w], ...]}   see calib.py
-  sim         {"profile": "washer", "speed": 1, "start": null, "then_realtime": false,
-               "faults": {...}}  simulated board only: load profile, clock, chip faults
 board.json, on the flash root: a copy of boards/<plug>.json (name, hal, chip, pins, ring_kib).
 
 A value of the wrong type or out of range is replaced by its default and reported in words; an
@@ -52,7 +50,6 @@ DEFAULTS = {
     "watchdog_s": 60,
     "ntp_host": "",
     "calibration": {},
-    "sim": {},
 }
 _RANGES = {"interval_s": (1, 3600), "batch_max": (1, 1024), "batch_wait_s": (0, 600),
            "ack_timeout_s": (0, 28800),

@@ -3,18 +3,21 @@
 # with a board manifest that does include("$(PORT_DIR)/boards/manifest.py") and includes this
 # file. Frozen, the node's bytecode lives in flash instead of the heap: about 51 KiB of heap
 # with the 48 KiB ring instead of about 77 KiB loaded from .mpy files (tools/bench/heap).
-# The simulator's modules (hw/sim*.py, meters/sim.py, profiles.py) are left
-# out, as tools/build leaves them out of build/device: a plug never imports them.
-metadata(version="0.1.0", description="wattlog node: metering plug firmware")
+# Every module of the package is frozen, as tools/build puts every one in build/device: the
+# package holds only what a plug runs. Only this file is left out (package() without files
+# would freeze it too); the version is __init__.py's __version__, the one place it is written.
+# MicroPython's manifestfile.py runs this file with its own folder as the working directory.
+import os
+
+with open("__init__.py") as f:
+    version = next(line.split('"')[1] for line in f if line.startswith("__version__ = "))
+modules = []
+for folder, _, names in os.walk("."):
+    for name in names:
+        path = os.path.relpath(os.path.join(folder, name), ".")
+        if name.endswith(".py") and path != "manifest.py":
+            modules.append(path)
+
+metadata(version=version, description="wattlog node: metering plug firmware")
 require("umqtt.simple")
-package(
-    "wattnode",
-    files=(
-        "__init__.py", "board.py", "calib.py", "clock.py", "commands.py", "config.py",
-        "discovery.py", "energy.py", "link.py", "mqttsock.py", "node.py", "relay.py", "repl.py", "ring.py", "safe.py", "sampler.py", "start.py",
-        "wire.py", "hw/__init__.py", "hw/esp32.py", "meters/__init__.py",
-        "meters/bl0937.py", "meters/bl0942.py", "meters/cse7766.py",
-    ),
-    base_path="..",
-    opt=3,
-)
+package("wattnode", files=sorted(modules), base_path="..", opt=3)

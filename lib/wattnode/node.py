@@ -5,8 +5,8 @@
     -> Home Assistant discovery when the link came up -> a clean reboot when a command asked
     -> clock.wait(next slot end, at most LOOP_MS)
 
-Clock and hardware are injected (hw/), so the same loop runs on a plug, on the unix port with
-a simulated board, and under a fast virtual clock. start.py builds it from config.json and
+Clock and hardware are injected (hw/), so the same loop runs on a plug, and on the unix port
+with another hardware layer under a fast virtual clock. start.py builds it from config.json and
 board.json; a bad config never stops it: it runs on defaults and reports the problems on the
 log topic. The watchdog is fed on every pass of the loop.
 
@@ -44,7 +44,7 @@ def make_meter(board, hw, cfg, meter_ok, problems):
     chip = board.get("chip", "?")
     if meter_ok:
         try:
-            return meters.create(board, hw, cfg, Calibration(cfg["calibration"]))
+            return meters.create(board, hw, Calibration(cfg["calibration"]))
         except (ValueError, KeyError, TypeError, OSError) as e:
             problems.append("cannot start the %s meter (%s)" % (chip, e))
     problems.append("running without a meter: every slot is stored as missing until the "
@@ -148,7 +148,7 @@ class Node:
         started = self._first_slot >= 0  # resumed (repl.start()): the slots carry on
         healthy_ticks = time.ticks_add(boot_ticks, HEALTHY_S * 1000)
         wdt = self.hw.watchdog(self.cfg["watchdog_s"] * 1000)
-        while not clock.ended():
+        while True:  # until a KeyboardInterrupt (Ctrl-C, or a clock that ends the run)
             wdt.feed()
             self.meter.poll()
             keeper.service(self.hw.wifi_up())
@@ -195,7 +195,6 @@ class Node:
                     self.link.log(p)
                 self.problems = []
             clock.wait(sampler.slot_end, LOOP_MS, self.meter.poll_ms)
-        self.drain()
 
     def publish_state(self, force):
         if not self.energy.settled:
@@ -288,8 +287,8 @@ class Node:
         self.hw.reset()
 
     def drain(self):
-        """A clean stop (end of a simulated run, Ctrl-C on the unix port, a reboot): send
-        what is unsent, for at most DRAIN_MS, say what happened, go offline. Records the
+        """A clean stop (Ctrl-C on the unix port, a reboot): send what is unsent, for at most
+        DRAIN_MS, say what happened, go offline. Records the
         collector has not acknowledged yet are with it (the broker acknowledged them)."""
         if not self.energy.settled and self._heard_state:
             self.settle()  # the collector has not answered: what the broker keeps will do

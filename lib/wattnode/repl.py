@@ -251,7 +251,7 @@ def wifi(ssid=None, password=None):
     try:
         import network
     except ImportError:
-        print("no Wi-Fi on this port (the simulator's network is always up)")
+        print("no Wi-Fi on this port (its network is the host's, always up)")
         return None
     wlan = network.WLAN(network.STA_IF)
     wlan.active(True)

@@ -11,8 +11,8 @@ On the unix port there is no button to read (machine has no Pin): only the crash
 It also keeps mpremote's sessions alive: after a soft reset (mpremote makes one before any
 command not preceded by `resume`), a plug's watchdog armed by the node is still counting while
 main.py does not run (mpremote stays in its raw REPL), so check() has the hardware layer
-re-arm it to start.REPL_HOLD_S (hw/esp32.py hold_after_soft_reset); the simulator's watchdog
-ends with its process.
+re-arm it to start.REPL_HOLD_S (hw/esp32.py hold_after_soft_reset); other hardware layers'
+watchdogs (the unix port's) end with their process.
 """
 
 import os
@@ -66,7 +66,7 @@ def check(board_path="board.json"):
 
 def _keep_watchdog(board):
     if board.get("hal", "esp32") != "esp32":
-        return  # the simulator's watchdog ends with its process
+        return  # another layer's watchdog (the unix port's) ends with its process
     try:
         from wattnode.hw.esp32 import hold_after_soft_reset
     except ImportError:

@@ -11,8 +11,8 @@ energy total in RTC memory, as after every slot), and the link says "offline". T
 which cannot be stopped on an ESP32, is re-armed first, to REPL_HOLD_S, and renewed by every
 repl helper: a session is never cut, and a plug left at the prompt resets itself REPL_HOLD_S
 later and meters again. repl.start() carries on with the same node: ring, energy, relay.
-Where no REPL follows (tools/simnode, whose process then ends: hw.repl is False) the node
-sends what it holds first.
+Where no REPL follows (a hardware layer with repl False: the unix port's process then ends)
+the node sends what it holds first.
 
 When the loop dies of an exception, the traceback goes to CRASH_LOG on the flash (at most
 CRASH_LOG_MAX bytes: older entries are dropped, so a crash loop cannot wear or fill the
@@ -31,7 +31,6 @@ from wattnode.ring import Ring
 CRASH_LOG = "crash.log"
 CRASH_LOG_MAX = 4096
 CRASHES_FILE = "crashes"
-RESET_EXIT = 3  # the unix port's exit status for "reset me" (tools/simnode restarts it)
 REPL_HOLD_S = 1800  # how long a plug stopped at the REPL waits for repl.start() before it resets
 node = None     # the running node, for the REPL helpers (repl.py)
 _hold = None    # the watchdog re-armed to REPL_HOLD_S while the node is stopped

@@ -1,4 +1,6 @@
-"""wire.py - the byte layout of a batch of readings, shared by the node and the collector.
+"""wire.py - what the node and the collector say to each other: the byte layout of a batch of
+readings, and the acks that answer it. Shared by both (MicroPython and CPython); the same
+vectors (tests/vectors/wire.json, acks.json) pass on each.
 
 A batch is one MQTT payload on wattlog/<node>/readings: a 24-byte header followed by `count`
 16-byte records, all little-endian. The node's ring stores records exactly as they are sent,
@@ -30,8 +32,44 @@ Why integers and a 2020 epoch: on the ESP32 every float result and every int of 
 is a heap object, so the node samples in fixed point and counts time from 2020 (2**30 s after
 2020 is the year 2054). Power is the slot's mean (energy delta / slot length), so the stored
 series integrates to the meter's energy.
+
+Acks: a JSON object on <base>/<node>/ack, from the collector to the node (at most
+256 bytes). The collector writes them with encode_ack/encode_resend/encode_clock, keys in
+the order below; the node reads every one with parse_ack, which the collector also uses on
+the acks the broker retains.
+
+  kind    payload                                               retained  meaning
+  ACK     {"boot": B, "seq": S, "time": T, "commit": C}         yes       boot B's records below S
+                                                                          are on the collector's
+                                                                          disk: free them
+  RESEND  {"boot": B, "seq": S, "resend": R, "time": T}         no        the collector lacks boot
+                                                                          B's records from R: send
+                                                                          them again (S as in ACK)
+  CLOCK   {"time": T, "clock": true, "commit_s": CS             no        the answer to the node's
+           [, "energy_wh": E, "energy_time": TE]}                         "online" on its status
+
+  field        value                 in                  meaning
+  boot         u32                   ACK, RESEND         the boot id of the batches it answers
+  seq          u32                   ACK, RESEND         every record below it is stored
+  resend       u32                   RESEND              the first record the collector lacks
+  time         u32, unix s           CLOCK; ACK, RESEND  the collector's clock when it was sent
+                                     optional            (the clock of a plug with no NTP server)
+  commit       u32                   ACK, optional       the commit's number (commit.json): the
+                                                         retained acks say which one plugs heard
+  commit_s     1..86400 s            CLOCK, optional     the collector's commit interval: the
+                                                         node sends again what no ack covers
+                                                         after 3 of them (encode_clock holds a
+                                                         longer interval to a day)
+  energy_wh    0..2**30 - 1          CLOCK, optional,    the largest energy total the collector
+  energy_time  u32, unix s           both or neither     holds for the node, and when it was true
+
+A payload with "clock" is a CLOCK (its value must be true), else one with "resend" a RESEND,
+else an ACK. Values are JSON integers (not true, not 1.0). Optional fields may be absent (acks
+retained by an older collector have no "commit"); keys not listed are ignored, so a newer
+collector may add some. parse_ack refuses anything else with AckError saying why.
 """
 
+import json
 import struct
 
 try:
@@ -50,6 +88,14 @@ EPOCH_UNIX = const(1577836800)  # 2020-01-01T00:00:00Z
 POWER_MISSING = const(-2147483648)
 ENERGY_MISSING = const(0xFFFFFFFF)
 U16_MISSING = const(0xFFFF)
+
+ACK = const(0)
+RESEND = const(1)
+CLOCK = const(2)
+_ACK_MAX_BYTES = const(256)
+_U32_MAX = const(0xFFFFFFFF)
+_COMMIT_S_MAX = const(86400)
+_ENERGY_WH_MAX = const(0x3FFFFFFF)  # below 2**30: a small int on the node
 
 HEADER_FMT = "<BBHHHIIII"
 RECORD_FMT = "<IiIHH"
@@ -105,3 +151,67 @@ def decode_header(data):
 def unpack_record(data, i):
     """(t_s, power_dw, energy_wh, voltage_cv, current_ma) of record i of a batch."""
     return struct.unpack_from(RECORD_FMT, data, HEADER_SIZE + i * RECORD_SIZE)
+
+
+class AckError(ValueError):
+    """A payload on the ack topic that is not an ack as the collector sends it; str() says why."""
+
+
+def encode_ack(boot, seq, time_s, commit):
+    return '{"boot": %d, "seq": %d, "time": %d, "commit": %d}' % (boot, seq, time_s, commit)
+
+
+def encode_resend(boot, seq, resend, time_s):
+    return '{"boot": %d, "seq": %d, "resend": %d, "time": %d}' % (boot, seq, resend, time_s)
+
+
+def encode_clock(time_s, commit_s, energy_wh=-1, energy_time_s=0):
+    """commit_s is held to 1..86400, so a collector that commits more rarely still gets its
+    clock taken; the energy fields go only with an energy_wh the node takes (below 2**30)."""
+    commit_s = min(max(int(commit_s), 1), _COMMIT_S_MAX)
+    s = '{"time": %d, "clock": true, "commit_s": %d' % (time_s, commit_s)
+    if 0 <= energy_wh <= _ENERGY_WH_MAX:
+        s += ', "energy_wh": %d, "energy_time": %d' % (energy_wh, energy_time_s)
+    return s + "}"
+
+
+def _field(ack, key, high, low=0, optional=False):
+    if key not in ack:
+        if optional:
+            return
+        raise AckError("it has no %s" % key)
+    v = ack[key]
+    if type(v) is not int or v < low or v > high:
+        raise AckError("its %s is %r, not a whole number in %d..%d" % (key, v, low, high))
+
+
+def parse_ack(payload):
+    """(kind, ack) of an ack payload (bytes or str): kind ACK, RESEND or CLOCK, ack the JSON
+    object with every field of the table checked (optional ones may be absent); AckError
+    saying what is wrong otherwise. One json.loads and a few comparisons: the node runs it on
+    every ack."""
+    if len(payload) > _ACK_MAX_BYTES:
+        raise AckError("it is %d bytes long, longer than any ack" % len(payload))
+    try:
+        ack = json.loads(payload)
+    except ValueError:
+        raise AckError("it is not JSON") from None
+    if type(ack) is not dict:
+        raise AckError("it is not a JSON object")
+    if "clock" in ack:
+        if ack["clock"] is not True:
+            raise AckError("its clock is %r, not true" % (ack["clock"],))
+        _field(ack, "time", _U32_MAX)
+        _field(ack, "commit_s", _COMMIT_S_MAX, 1, True)
+        if "energy_wh" in ack or "energy_time" in ack:
+            _field(ack, "energy_wh", _ENERGY_WH_MAX)
+            _field(ack, "energy_time", _U32_MAX)
+        return CLOCK, ack
+    _field(ack, "boot", _U32_MAX)
+    _field(ack, "seq", _U32_MAX)
+    _field(ack, "time", _U32_MAX, 0, True)
+    if "resend" in ack:
+        _field(ack, "resend", _U32_MAX)
+        return RESEND, ack
+    _field(ack, "commit", _U32_MAX, 0, True)
+    return ACK, ack

@@ -5,7 +5,7 @@ a long pause in pulses, and refuses silent chips and pulse storms."""
 import unittest
 
 from wattnode.meters import RATE, SILENT
-from wattnode.profiles import Profile
+from wattsim.profiles import Profile
 from rig import Rig, allocates, board_file, close
 
 QUANTUM_DJ = 18  # one CF pulse, 1.7066 J, rounded up
@@ -18,7 +18,7 @@ class TestBL0937(unittest.TestCase):
         ok, energy, truth = rig.window(10000)
         self.assertTrue(ok)
         self.assertTrue(abs(energy - truth) <= QUANTUM_DJ, (energy, truth))
-        t = rig.clock._virt_ms
+        t = rig.clock.time_ms()
         self.assertTrue(close(rig.meter.win_voltage_cv, rig.chip.truth.voltage_cv(t), 0.01),
                         (rig.meter.win_voltage_cv, rig.chip.truth.voltage_cv(t)))
         self.assertTrue(close(rig.meter.win_current_ma, rig.chip.truth.current_ma(t), 0.01),
@@ -34,7 +34,7 @@ class TestBL0937(unittest.TestCase):
                 rig = Rig(board, "constant:2000")
                 rig.window(3000)
                 ok, energy, truth = rig.window(10000)
-                t = rig.clock._virt_ms
+                t = rig.clock.time_ms()
                 self.assertTrue(ok)
                 self.assertTrue(close(rig.meter.win_voltage_cv, rig.chip.truth.voltage_cv(t), 0.01),
                                 (chip, inverted, rig.meter.win_voltage_cv))
@@ -47,7 +47,7 @@ class TestBL0937(unittest.TestCase):
         rig = Rig("devkit-bl0937", "constant:100")  # 0.43 A: 37 Hz against 1.4 kHz of voltage
         rig.window(3000, poll_ms=50)
         rig.window(10000, poll_ms=50)
-        t = rig.clock._virt_ms
+        t = rig.clock.time_ms()
         self.assertTrue(close(rig.meter.win_current_ma, rig.chip.truth.current_ma(t), 0.02),
                         (rig.meter.win_current_ma, rig.chip.truth.current_ma(t)))
 

@@ -5,7 +5,7 @@ import unittest
 
 from wattnode.meters import CHECKSUM, PARTIAL, RATE, SILENT, SYNC
 from wattnode.meters.bl0942 import COUNT_UJ100
-from rig import Rig, allocates, close
+from rig import START_UNIX, Rig, allocates, close
 
 ONE_COUNT_DJ = COUNT_UJ100 // 1000 + 1
 
@@ -18,7 +18,7 @@ class TestBL0942(unittest.TestCase):
         ok, energy, truth = rig.window(10000)
         self.assertTrue(ok)
         self.assertTrue(close(energy, truth, 0.002), (energy, truth))
-        t = rig.clock._virt_ms
+        t = rig.clock.time_ms()
         self.assertTrue(close(rig.meter.win_voltage_cv, rig.chip.truth.voltage_cv(t), 0.01))
         self.assertTrue(close(rig.meter.win_current_ma, rig.chip.truth.current_ma(t), 0.01))
         self.assertEqual(rig.meter.power_dw, 10000)
@@ -31,9 +31,7 @@ class TestBL0942(unittest.TestCase):
 
     def test_power_varies_within_a_slot(self):
         """A washer program: integration follows the load second by second (10 s slots)."""
-        rig = Rig("devkit-bl0942", "washer")
-        rig.clock._virt_ms = (rig.clock._virt_ms // 86400000 * 86400 + 8 * 3600 + 1500) * 1000
-        rig.chip.truth = type(rig.chip.truth)("washer", rig.clock._virt_ms, {})
+        rig = Rig("devkit-bl0942", "washer", start=START_UNIX // 86400 * 86400 + 8 * 3600 + 1500)
         rig.window(2000)
         worst = 0
         for _ in range(30):

@@ -71,17 +71,16 @@ class TestMismatch(unittest.TestCase):
         hears garbled bytes and no frames; every window is missing, and the fault log says
         so in words."""
         from wattnode.calib import Calibration
-        from wattnode.hw.sim import Board
+        from wattsim.board import Board
         from rig import board_file
         real = board_file("devkit-bl0942")
         wrong = board_file("devkit-cse7766")  # rx 16 as well
-        cfg = {"sim": {"profile": "constant:1000", "start": 1795000000}}
-        hw = Board(real, cfg, "/tmp")
-        meter = meters.create(wrong, hw, cfg, Calibration())
+        hw = Board(real, sim={"profile": "constant:1000", "start": 1795000000}, flash_dir="/tmp")
+        meter = meters.create(wrong, hw, Calibration())
         log = meters.FaultLog(meter, "cse7766 meter")
         meter.take()
         for _ in range(100):
-            hw.clock._virt_ms += 200
+            hw.clock.advance_ms(200)
             meter.poll()
         self.assertFalse(meter.take())
         self.assertEqual(meter.win_energy_dj, -1)

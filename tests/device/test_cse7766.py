@@ -36,7 +36,7 @@ class TestCSE7766(unittest.TestCase):
         ok, energy, truth = rig.window(10000)
         self.assertTrue(ok)
         self.assertTrue(abs(energy - truth) <= 54, (energy, truth))
-        t = rig.clock._virt_ms
+        t = rig.clock.time_ms()
         self.assertTrue(close(rig.meter.win_voltage_cv, rig.chip.truth.voltage_cv(t), 0.02))
         self.assertTrue(close(rig.meter.win_current_ma, rig.chip.truth.current_ma(t), 0.02))
         self.assertEqual(rig.meter.power_dw, 10000)

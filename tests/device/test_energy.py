@@ -7,7 +7,7 @@ import os
 import unittest
 
 from wattnode.energy import CHECKPOINT_FILE, EnergyStore
-from wattnode.hw.sim import SimRTCMemory
+from wattsim.board import SimRTCMemory
 
 DIR = "/tmp"
 RTC = DIR + "/wattnode-test-rtc"

@@ -11,13 +11,13 @@ import select
 import time
 import unittest
 
-from wattnode import config, mqttsock, node as nodemod, wire
-from wattnode.hw.sim import Board
+from wattnode import config, node as nodemod, wire
+from wattsim.board import Board
 from wattnode.link import Link
 from wattnode.node import Node
 from wattnode.ring import Ring
 
-from rig import board_file, fresh_dir
+from rig import board_file, fresh_dir, need_sockets
 from test_memory import loopback, read_exactly
 
 FLASH = "/tmp/wattnode-resume-test"
@@ -67,6 +67,7 @@ def batch_energies(pkts):
 
 class TestEnergyResume(unittest.TestCase):
     def setUp(self):
+        need_sockets()
         self.cwd = os.getcwd()
         self.board = board_file("sim")
         fresh_dir(FLASH)
@@ -84,12 +85,13 @@ class TestEnergyResume(unittest.TestCase):
             with open("energy.json", "w") as f:
                 json.dump({"wh": checkpoint_wh, "rem_dj": 0, "writes": 1,
                            "time": START - wire.EPOCH_UNIX - 7200}, f)
-        cfg = config.load_dict({"node_id": "plug-1", "broker": {"host": "127.0.0.1", "port": 1},
-                                "sim": {"profile": "constant:3000", "start": START}}, [])
-        node = Node(cfg, self.board, Board(self.board, cfg, FLASH), [], True, Ring(64))
+        cfg = config.load_dict({"node_id": "plug-1", "broker": {"host": "127.0.0.1", "port": 1}},
+                               [])
+        hw = Board(self.board, cfg, {"profile": "constant:3000", "start": START}, FLASH)
+        node = Node(cfg, self.board, hw, [], True, Ring(64))
         self.client, self.server = loopback()
         self.server.settimeout(2)
-        node.link.mq.sock = mqttsock.BoundedSocket(self.client)
+        node.link.mq.attach(self.client)
         node.link.up = True
         self.clock = node.hw.clock
         node._begin(node.keeper.now(), self.clock.ticks_ms())
@@ -98,7 +100,7 @@ class TestEnergyResume(unittest.TestCase):
     def measure(self, node, seconds):
         """The loop's sampling part, second by second: slots closed, state published."""
         for _ in range(seconds):
-            self.clock._virt_ms += 1000
+            self.clock.advance_ms(1000)
             node.meter.poll()
             now = node.keeper.now()
             if now >= node.sampler.slot_end:
@@ -140,8 +142,8 @@ class TestEnergyResume(unittest.TestCase):
         self.assertTrue(states and min(states) >= CUT_WH / 1000, states)
         self.assertEqual(len(energies), held)  # the held ones, in the batch now in flight
         self.assertTrue(energies[0] > CUT_WH and energies == sorted(energies), energies)
-        unsubscribe = [b for first, b in after if first == 0xA2]
-        self.assertEqual(unsubscribe, [b"\x00\x03\x00\x14wattlog/plug-1/state"])
+        unsubscribe = [b[2:] for first, b in after if first == 0xA2]  # after the packet id
+        self.assertEqual(unsubscribe, [b"\x00\x14wattlog/plug-1/state"])
         logs = publishes(after, b"wattlog/plug-1/log")
         said = [m for m in logs if m.startswith(b"power cut: the energy total resumed from "
                                                 b"its last state the broker retained (24.011")]
@@ -205,24 +207,23 @@ class TestOwnStateSubscription(unittest.TestCase):
         self.link = Link("plug-1", cfg, Ring(16), 10, 1, lambda n: b"\x00" * n,
                          {"clock": self.heard.append, "state": self.heard.append,
                           "energy": lambda wh, t: self.heard.append((wh, t))})
-        self.link.mq.sock = mqttsock.BoundedSocket(self.client)
+        self.link.mq.attach(self.client)
         self.link.up = True
         self.link.read_state = self.link.hold = True
-        self.link._state_suback = True  # as _connect() leaves it
+        self.link._sub_pid = 1  # as _connect() leaves it (the state's SUBSCRIBE is 2 here)
 
     def tearDown(self):
         self.client.close()
         self.server.close()
 
-    def deliver(self, data, passes=1):
-        """The broker writes data; the node's loop runs `passes` times (a pass ends after a
-        PUBLISH: umqtt.simple's check_msg() then says nothing more)."""
+    def deliver(self, data):
+        """The broker writes data; the node's loop runs once (one pass takes in every packet
+        that has come, up to 16)."""
         self.server.write(data)
         poller = select.poll()
         poller.register(self.client, select.POLLIN)
         self.assertTrue(poller.poll(2000))
-        for _ in range(passes):
-            self.link.service(True)
+        self.link.service(True)
         self.assertTrue(self.link.up, self.link.last_error)
 
     def publish(self, topic, payload):
@@ -232,10 +233,11 @@ class TestOwnStateSubscription(unittest.TestCase):
     def test_the_retained_state_then_the_main_suback_then_unsubscribed(self):
         t = b"wattlog/plug-1/state"
         self.deliver(b"\x90\x03\x00\x02\x00" + self.publish(t, b'{"energy": 1.5}')
-                     + b"\x90\x06\x00\x01\x00\x00\x00\x00", passes=2)
+                     + b"\x90\x06\x00\x01\x00\x00\x00\x00")
         self.assertEqual(self.heard, [b'{"energy": 1.5}', None])
         self.link.stop_reading_state()
-        self.assertIn((0xA2, b"\x00\x03\x00\x14" + t), packets(self.server))
+        unsubscribed = [b[2:] for first, b in packets(self.server) if first == 0xA2]
+        self.assertIn(b"\x00\x14" + t, unsubscribed)  # after the packet id
         self.assertFalse(self.link.hold)
         self.deliver(b"\xb0\x02\x00\x03" + self.publish(t, b'{"energy": 1.6}'))
         self.assertEqual(len(self.heard), 2)  # its own echo is not handed on

@@ -11,7 +11,7 @@ import unittest
 
 import micropython
 
-from wattnode import mqttsock, wire
+from wattnode import wire
 from wattnode.link import Link
 from wattnode.ring import Ring
 
@@ -79,7 +79,7 @@ class TestLinkAcks(unittest.TestCase):
 
     def make_link(self, cfg, handlers):
         link = Link("plug-1", cfg, self.ring, 10, BOOT, lambda n: b"\x00" * n, handlers)
-        link.mq.sock = mqttsock.BoundedSocket(self.client)  # as umqtt.simple's connect() makes it
+        link.mq.attach(self.client)  # as connect() leaves it
         link.up = True
         return link
 

@@ -6,21 +6,31 @@ import unittest
 
 import micropython
 
-from wattnode import mqttsock, wire
+from wattnode import wire
 from wattnode.link import Link
 from wattnode.ring import Ring
 
+from rig import need_sockets
 
-def loopback():
+
+def listener(ports=range(47100, 47200)):
+    """A listening socket on the first free loopback port of `ports`: (socket, port)."""
+    need_sockets()
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    for port in range(47100, 47200):
+    for port in ports:
         try:
             srv.bind(socket.getaddrinfo("127.0.0.1", port)[0][-1])
             break
         except OSError:
             continue
     srv.listen(1)
+    return srv, port
+
+
+def loopback():
+    """Both ends of a loopback TCP connection: (the node's, the broker's)."""
+    srv, port = listener()
     client = socket.socket()
     client.connect(socket.getaddrinfo("127.0.0.1", port)[0][-1])
     server = srv.accept()[0]
@@ -43,7 +53,7 @@ class TestMemory(unittest.TestCase):
                "discovery_prefix": "homeassistant"}
         ring = Ring(128)
         link = Link("plug-1", cfg, ring, 10, 0xBEEF, lambda n: b"\x00" * n, {})
-        link.mq.sock = mqttsock.BoundedSocket(client)  # as umqtt.simple's connect() makes it
+        link.mq.attach(client)  # as connect() leaves it
         link.up = True
         for i in range(100):
             ring.append(i * 10, i, i, 23000, 100)

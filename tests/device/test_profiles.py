@@ -2,7 +2,7 @@
 
 import unittest
 
-from wattnode.profiles import Profile, voltage_cv
+from wattsim.profiles import Profile, voltage_cv
 
 DAY0 = 2500 * 86400  # a UTC midnight (2026-11-04), an even day
 

@@ -4,7 +4,7 @@ toggles it, a long one does not, and the LED tells connecting, online and error 
 import os
 import unittest
 
-from wattnode.hw.sim import Board
+from wattsim.board import Board
 from wattnode.relay import CONNECTING, ERROR, ONLINE, RELAY_FILE, Controls
 from rig import board_file
 
@@ -13,7 +13,7 @@ DIR = "/tmp"
 
 def fresh(power_on="restore", led="gpio"):
     b = board_file("devkit-bl0937", led=led)
-    hw = Board(b, {}, DIR)
+    hw = Board(b, sim={}, flash_dir=DIR)
     return Controls(b, hw, power_on, DIR), hw, b
 
 

@@ -14,7 +14,7 @@ import unittest
 
 from wattnode import config as cfgfile, repl, safe, start, wire
 from wattnode.calib import Calibration
-from wattnode.hw.sim import Board
+from wattsim.board import RESET_EXIT, Board
 from wattnode.node import Node
 from wattnode.ring import Ring
 from rig import board_file, fresh_dir
@@ -31,14 +31,14 @@ class TestRepl(unittest.TestCase):
         with open("board.json", "w") as f:
             json.dump(board, f)
         raw = {"node_id": "plug-r", "broker": {"host": "127.0.0.1", "port": 1, "password": "s3cret"},
-               "watchdog_s": 10,
-               "sim": {"profile": "constant:1000", "start": 1795000000, "speed": 100000,
-                       "faults": {"error": {"power": 1.05}}, "repl": True}}
+               "watchdog_s": 10}
+        sim = {"profile": "constant:1000", "start": 1795000000, "speed": 100000,
+               "faults": {"error": {"power": 1.05}}, "repl": True}
         with open("config.json", "w") as f:
             json.dump(raw, f)
         problems = []
         cfg = cfgfile.load("config.json", problems)
-        hw = Board(board, cfg, FLASH)
+        hw = Board(board, cfg, sim, FLASH)
         start.node = Node(cfg, board, hw, problems, True, Ring(64))
 
     def tearDown(self):
@@ -62,10 +62,10 @@ class TestRepl(unittest.TestCase):
         node = start.node  # a node built with the saved calibration reads the true 1000 W
         from wattnode import meters
         cfg = cfgfile.load("config.json", [])
-        meter = meters.create(node.hw.chip.board, node.hw, cfg, Calibration(cfg["calibration"]))
+        meter = meters.create(node.hw.chip.board, node.hw, Calibration(cfg["calibration"]))
         clock = node.hw.clock
         for _ in range(60):
-            clock._virt_ms += 200
+            clock.advance_ms(200)
             meter.poll()
         self.assertTrue(9950 <= meter.power_dw <= 10050, meter.power_dw)
 
@@ -81,7 +81,8 @@ class TestRepl(unittest.TestCase):
         if not node.sampler.slot_end:
             node.sampler.start(node.hw.clock.time_s(), node.hw.clock.ticks_ms())
         for _ in range(n):
-            node.hw.clock._virt_ms = node.sampler.slot_end * 1000
+            clock = node.hw.clock
+            clock.advance_ms((node.sampler.slot_end - clock.time_s()) * 1000)
             node.meter.poll()
             node.sampler.close(node.hw.clock.time_s(), node.hw.clock.ticks_ms())
 
@@ -108,7 +109,7 @@ class TestRepl(unittest.TestCase):
         try:
             repl.reboot(safe=True)
         except SystemExit as e:
-            self.assertEqual(e.args[0], start.RESET_EXIT)
+            self.assertEqual(e.args[0], RESET_EXIT)
         self.assertEqual(safe.check("board.json"), "repl.reboot(safe=True) asked for it")
         self.assertEqual(safe.check("board.json"), None)  # the flag is used once
 
@@ -131,7 +132,7 @@ class TestRepl(unittest.TestCase):
             self.pass_time(120)
             self.fail("the plug did not reset")
         except SystemExit as e:
-            self.assertEqual(e.args[0], start.RESET_EXIT)
+            self.assertEqual(e.args[0], RESET_EXIT)
 
     def test_a_starved_watchdog_resets_the_simulated_plug(self):
         wdt = start.node.hw.watchdog(10 * 1000)

@@ -8,8 +8,8 @@ import json
 import os
 import unittest
 
-from wattnode import config, mqttsock
-from wattnode.hw.sim import Board
+from wattnode import config
+from wattsim.board import Board
 from wattnode.node import Node
 from wattnode.ring import Ring
 
@@ -50,12 +50,12 @@ class TestSecrets(unittest.TestCase):
             with open("config.json", "w") as f:
                 json.dump({"node_id": "plug-s", "wifi": {"ssid": "home", "password": WIFI_SECRET},
                            "broker": {"host": "127.0.0.1", "port": 1, "user": "plug-s",
-                                      "password": BROKER_SECRET},
-                           "sim": {"profile": "constant:100", "start": 1795000000}}, f)
+                                      "password": BROKER_SECRET}}, f)
             problems = []
             cfg = config.load("config.json", problems)
-            node = Node(cfg, board, Board(board, cfg, FLASH), problems, True, Ring(16))
-            node.link.mq.sock = mqttsock.BoundedSocket(client)
+            hw = Board(board, cfg, {"profile": "constant:100", "start": 1795000000}, FLASH)
+            node = Node(cfg, board, hw, problems, True, Ring(16))
+            node.link.mq.attach(client)
             node.link.up = True
             for p in node.problems:  # what the loop says once the link is up
                 node.link.log(p)

@@ -53,3 +53,33 @@ class TestWire(unittest.TestCase):
         self.assertEqual(wire.POWER_MISSING, -(2 ** 31))
         self.assertEqual(wire.ENERGY_MISSING, 2 ** 32 - 1)
         self.assertEqual(wire.U16_MISSING, 2 ** 16 - 1)
+
+
+ACKS = vectors.load_acks()
+KINDS = {"ack": wire.ACK, "resend": wire.RESEND, "clock": wire.CLOCK}
+ENCODERS = {"ack": wire.encode_ack, "resend": wire.encode_resend, "clock": wire.encode_clock}
+
+
+class TestAcks(unittest.TestCase):
+    def test_good_acks_parse_to_their_kind_and_fields(self):
+        """Each good vector parses to its kind and fields, as bytes (the node) and as text."""
+        for v in ACKS["good"]:
+            for payload in (v["bytes"], v["payload"]):
+                kind, ack = wire.parse_ack(payload)
+                self.assertEqual((kind, ack), (KINDS[v["kind"]], v["fields"]), v["name"])
+
+    def test_the_encoders_give_the_vector_payloads(self):
+        """What the collector sends is byte for byte the vector."""
+        for v in ACKS["good"]:
+            if "encode" in v:
+                name, args = v["encode"][0], v["encode"][1:]
+                self.assertEqual(ENCODERS[name](*args), v["payload"], v["name"])
+
+    def test_bad_acks_are_refused_with_a_reason(self):
+        for v in ACKS["bad"]:
+            try:
+                wire.parse_ack(v["bytes"])
+            except wire.AckError as e:
+                self.assertIn(v["error"], str(e), v["name"])
+            else:
+                self.fail("accepted: " + v["name"])

@@ -1,6 +1,12 @@
 """conftest.py - end-to-end fixtures: a private mosquitto on a free loopback port with
 authentication and the ACL on (tools/lib/broker.py), and the collector and simulated plugs
-(helpers.py), each stopped when its test ends, pass or fail."""
+(helpers.py), each stopped when its test ends, pass or fail.
+
+Most plugs run as fast as they go (simnode --speed max) and a test ends on a condition. A test
+that must run against the wall clock (a broker restarted, a process killed at a moment, a
+real-time bound) is marked @pytest.mark.realtime and says why in its docstring; those take the
+longest, so they are collected first: run side by side (pytest-xdist, one test at a time to
+each worker: tools/lib/testrun.py), they start first and the quick ones fill in around them."""
 
 import json
 import sys
@@ -10,6 +16,7 @@ import pytest
 from helpers import REPO, Collector, SimNode
 
 sys.path.insert(0, str(REPO / "tools" / "lib"))
+sys.path.append(str(REPO / "lib"))  # lib/wattsim: its profiles compute what the plugs send
 
 from broker import Broker  # noqa: E402  (tools/lib is not a package)
 
@@ -49,6 +56,15 @@ def simnodes(broker):
     yield start
     for n in started:
         n.stop()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "realtime: runs against the wall clock (its docstring says "
+                                       "why); collected first")
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: item.get_closest_marker("realtime") is None)  # stable
 
 
 def pytest_sessionstart(session):

@@ -116,7 +116,7 @@ def test_the_provisioned_broker_starts_as_debian_starts_it(tmp_path):
         start = aligned_past(300)
         s = SimNode(port, "plug-r", "--node-config",
                     os.path.join(d, "nodes", "plug-r", "config.json"), "--profile",
-                    "constant:300", "--speed", 50, "--start", start).finish()
+                    "constant:300", "--speed", "max", "--start", start).finish()
         assert collector.stop() == 0
         rows = wattlog("export", "--data", tmp_path / "data", "--feed", "plug-r/power").split()
         assert len(rows) - 1 == s["produced"] >= 29 and rows[1] == "%d,300" % start

@@ -1,8 +1,11 @@
 """test_control.py - controlling plugs and what cannot be forged, against the real broker with
 its ACL: commands and their answers, `wattlog plug`, Home Assistant discovery, forged acks,
-a flood of commands, anonymous and cross-node access refused, a broker that never answers."""
+a flood of commands, anonymous and cross-node access refused, a broker that never answers.
+Plugs catch up as fast as they go (simnode --speed max), then run live where a test talks to
+them; each test ends on what it waits for."""
 
 import json
+import queue
 import socket
 import subprocess
 import threading
@@ -10,7 +13,7 @@ import time
 
 import pytest
 
-from helpers import aligned_past, wattlog
+from helpers import aligned_past, summary, wattlog
 from wattlog.provision import OPERATOR
 from test_link import Listener
 
@@ -26,8 +29,20 @@ SENSORS = {"power": ("W", "measurement"), "voltage": ("V", "measurement"),
 
 
 def start_live(simnodes, broker, node_id, *extra):
-    return simnodes(broker.port, node_id, "--profile", "constant:500", "--speed", 20,
+    return simnodes(broker.port, node_id, "--profile", "constant:500", "--speed", "max",
                     "--start", aligned_past(60), "--then-realtime", *extra)
+
+
+def stop_after_info(node, client, log, node_id):
+    """The plug's summary once it has handled everything the test's client sent it before: an
+    info command, sent last, is answered only after them (one client's messages reach the
+    plug in order); then SIGTERM, a clean stop."""
+    client.publish("wattlog/%s/cmd" % node_id, json.dumps({"cmd": "info"}),
+                   qos=1).wait_for_publish(5)
+    log.wait("wattlog/%s/log" % node_id, lambda p: p.startswith(b"info "))
+    node.stop()
+    assert node.proc.returncode == 0, node.output
+    return summary(node.output)
 
 
 def test_home_assistant_discovery_is_complete_and_resent(broker, simnodes):
@@ -126,8 +141,8 @@ def test_forged_and_malformed_acks_free_nothing(broker, simnodes):
     spy.subscribe("wattlog/forge/readings", qos=1)
     spy.loop_start()
     log = Listener(broker, "wattlog/forge/log")
-    node = simnodes(broker.port, "forge", "--profile", "constant:500", "--speed", 50,
-                    "--start", aligned_past(1800), "--batch-max", 8)
+    node = simnodes(broker.port, "forge", "--profile", "constant:500", "--speed", "max",
+                    "--start", aligned_past(1800), "--then-realtime", "--batch-max", 8)
     try:
         deadline = time.monotonic() + 30
         while "hdr" not in first and time.monotonic() < deadline:
@@ -139,7 +154,7 @@ def test_forged_and_malformed_acks_free_nothing(broker, simnodes):
         log.wait("wattlog/forge/log", lambda p: b"is not what the collector sends" in p)
         spy.publish("wattlog/forge/ack", json.dumps({"boot": boot, "seq": seq + count}),
                     qos=1).wait_for_publish(5)
-        s = node.finish()
+        s = stop_after_info(node, spy, log, "forge")
     finally:
         spy.loop_stop()
         log.close()
@@ -157,24 +172,31 @@ def test_forged_ack_for_the_right_boot_but_past_what_was_sent(broker, simnodes):
     spy.connect("127.0.0.1", broker.port)
     spy.subscribe("wattlog/forge2/readings", qos=1)
     spy.loop_start()
-    node = simnodes(broker.port, "forge2", "--profile", "constant:500", "--speed", 50,
-                    "--start", aligned_past(1800), "--batch-max", 8)
+    log = Listener(broker, "wattlog/forge2/log")
+    node = simnodes(broker.port, "forge2", "--profile", "constant:500", "--speed", "max",
+                    "--start", aligned_past(1800), "--then-realtime", "--batch-max", 8)
     deadline = time.monotonic() + 20
     while "hdr" not in seen and time.monotonic() < deadline:
         time.sleep(0.05)
     boot = seen["hdr"][2]
     spy.publish("wattlog/forge2/ack", json.dumps({"boot": boot, "seq": 10 ** 6}), qos=1)
     spy.publish("wattlog/forge2/ack", json.dumps({"boot": boot, "seq": 0, "resend": 10 ** 6}), qos=1)
-    s = node.finish()
-    spy.loop_stop()
+    try:
+        s = stop_after_info(node, spy, log, "forge2")
+    finally:
+        spy.loop_stop()
+        log.close()
     assert s["bad_acks"] == 2 and s["unacked"] == s["produced"], s
 
 
 def test_a_command_flood_does_not_starve_sampling(broker, collectors, simnodes, tmp_path):
+    """A flood of garbage commands and relay switches while the plug runs 2000 s of node time
+    as fast as it goes: every slot is produced and stored. A loop the flood starved (one that
+    took in packets for as long as they came) would not get its run done within the bound."""
     data = tmp_path / "data"
     c = collectors(broker.url, data, commit_interval=5)
     c.wait_for("listening on")
-    node = simnodes(broker.port, "flood", "--profile", "constant:500", "--speed", 100,
+    node = simnodes(broker.port, "flood", "--profile", "constant:500", "--speed", "max",
                     "--start", aligned_past(2000))
     flooder = broker.client("flooder")
     flooder.connect("127.0.0.1", broker.port)
@@ -216,7 +238,7 @@ def test_the_acl_refuses_anonymous_and_cross_node_access(broker, simnodes):
     anon.loop_stop()
     assert refused == [True]
 
-    start_live(simnodes, broker, "victim")
+    start_live(simnodes, broker, "victim", "--interval", 1)  # live, a state every second
     broker.node_args("mallory")
     watch = Listener(broker, "wattlog/#")
     mallory = broker.client("mallory", user="mallory")
@@ -228,10 +250,14 @@ def test_the_acl_refuses_anonymous_and_cross_node_access(broker, simnodes):
         mallory.publish("wattlog/victim/relay/set", b"OFF", qos=1).wait_for_publish(5)
         mallory.publish("wattlog/mallory/readings", b"own topic", qos=1).wait_for_publish(5)
         watch.wait("wattlog/mallory/readings")  # its own topic passes: the ACL is what stops it
-        time.sleep(1)
         seen = []
-        while not watch.q.empty():
-            seen.append(watch.q.get())
+        deadline = time.monotonic() + 15
+        while not [m for m in seen if m[0] == "wattlog/victim/state"]:  # one after the switch
+            assert time.monotonic() < deadline, seen
+            try:
+                seen.append(watch.q.get(timeout=0.2))
+            except queue.Empty:
+                pass
         assert not [m for m in seen if m[0] == "wattlog/victim/readings" and b"forged" in m[1]]
         assert not [m for m in seen if m[0] == "wattlog/victim/relay/set"]
         state = [json.loads(m[1]) for m in seen if m[0] == "wattlog/victim/state"]
@@ -261,7 +287,7 @@ def test_a_broker_that_never_answers_does_not_stop_the_plug(simnodes, broker):
     t = threading.Thread(target=accept)
     t.start()
     try:
-        node = simnodes(port, "mute", "--profile", "constant:500", "--speed", 20,
+        node = simnodes(port, "mute", "--profile", "constant:500", "--speed", "max",
                         "--start", aligned_past(400))
         s = node.finish(timeout_s=60)
     finally:

@@ -9,6 +9,11 @@ row to the produced / stored / lost table printed at the end of the run (conftes
 
 Plugs draw a different constant load each (500, 750, 1000 W...), so a reading that landed
 in another plug's feed would show.
+
+Real time, not free-running (simnode --speed max): each failure is timed in wall time (a
+SIGKILL, a broker restart, a link cut) and must land while the plugs are producing and
+sending, and the plug's and the collector's own timeouts (PUBACK, acks, back-off) are real
+time too.
 """
 
 import json
@@ -25,6 +30,8 @@ from helpers import REPO, summaries, wattlog
 from netcut import Relay
 from wattlog.feeds import Registry
 from wattlog.phpfina import Feed
+
+pytestmark = pytest.mark.realtime
 
 SPEED = 100
 INTERVAL = 10

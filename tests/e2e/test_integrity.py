@@ -7,7 +7,10 @@ import json
 import shutil
 import time
 
-from helpers import aligned_past, wattlog
+import pytest
+
+from helpers import aligned_past, summary, wattlog
+from test_energy_promise import Messages
 
 
 def wait_until(what, predicate, timeout_s=60.0):
@@ -28,21 +31,32 @@ def acked(data, node):
     return state.get("nodes", {}).get(node, {}).get("seq")
 
 
+@pytest.mark.realtime
 def test_a_commit_json_restored_from_a_backup_cuts_nothing(broker, collectors, simnodes, tmp_path):
     """A plug's readings are committed and acknowledged; commit.json is then put back from an
     early backup while the collector is stopped. At the next start the broker's retained ack
     shows the plug was told more than the backup knows: the collector says so and keeps every
-    stored slot (the old code cut everything past the backup's lengths)."""
+    stored slot (the old code cut everything past the backup's lengths). Live once caught up
+    (a slot a second): the backup is taken between two of the collector's commits, in real
+    time, and the plug then produces more than it covers."""
     data = tmp_path / "data"
     c = collectors(broker.url, data, commit_interval=1)
     c.wait_for("listening on")
-    node = simnodes(broker.port, "bak-1", "--profile", "constant:500", "--speed", 40,
-                    "--start", aligned_past(900), "--batch-max", 8)
-    wait_until("a first commit", lambda: acked(data, "bak-1"))
-    backup = tmp_path / "commit.json.backup"
-    shutil.copy(data / "commit.json", backup)
-    early = acked(data, "bak-1")
-    s = node.finish()
+    watch = Messages(broker, "bak-watch", "wattlog/bak-1/state")
+    start = aligned_past(900)
+    try:  # caught up as fast as it goes, then a slot a second, live
+        node = simnodes(broker.port, "bak-1", "--profile", "constant:500", "--speed", "max",
+                        "--start", start, "--then-realtime", "--interval", 1, "--batch-max", 8)
+        wait_until("a first commit", lambda: acked(data, "bak-1"))
+        backup = tmp_path / "commit.json.backup"
+        shutil.copy(data / "commit.json", backup)
+        early = acked(data, "bak-1")
+        watch.wait(lambda: any(st["time"] >= start + early for st in watch.states("bak-1")),
+                   "a reading past the backup's")
+        node.stop()
+    finally:
+        watch.close()
+    s = summary(node.output)
     wait_until("every reading acknowledged", lambda: acked(data, "bak-1") == s["produced"])
     assert c.stop() == 0
     assert early < s["produced"]
@@ -81,11 +95,13 @@ def test_the_collector_reads_every_retained_ack_before_it_decides(broker, collec
     assert c.stop() == 0
 
 
+@pytest.mark.realtime
 def test_an_acl_that_hides_the_acks_delays_the_start_but_does_not_stop_it(tmp_path, collectors,
                                                                           simnodes):
     """A broker whose ACL does not let the collector read <base>/+/ack (hand-made, or older
     than wattlog's): the marker never comes back, so after a bounded wait the collector starts
-    anyway, saying in one line what the ACL lacks, and stores readings as before."""
+    anyway, saying in one line what the ACL lacks, and stores readings as before. Real time:
+    that wait is the wall clock's."""
     import sys
     from helpers import REPO
     sys.path.insert(0, str(REPO / "tools" / "lib"))
@@ -99,7 +115,7 @@ def test_an_acl_that_hides_the_acks_delays_the_start_but_does_not_stop_it(tmp_pa
         c = collectors(b.url, data, commit_interval=1, password_file=b.password_file(COLLECTOR))
         c.wait_for("listening on", timeout_s=40)
         assert "must let the user wattlog-collector read and write wattlog/+/ack" in c.log()
-        node = simnodes(b.port, "acl-1", "--profile", "constant:500", "--speed", 40,
+        node = simnodes(b.port, "acl-1", "--profile", "constant:500", "--speed", "max",
                         "--start", aligned_past(300), via=b)
         s = node.finish()
         wait_until("every reading stored", lambda: acked(data, "acl-1") == s["produced"])

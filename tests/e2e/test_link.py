@@ -40,7 +40,7 @@ class Listener:
 
 
 def test_status_state_relay_and_last_will(broker, simnodes):
-    node = simnodes(broker.port, "plug-l", "--profile", "constant:500", "--speed", 50,
+    node = simnodes(broker.port, "plug-l", "--profile", "constant:500", "--speed", "max",
                     "--start", aligned_past(60), "--then-realtime")
     live = Listener(broker, "wattlog/plug-l/#")
     try:

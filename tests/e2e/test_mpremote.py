@@ -5,6 +5,8 @@ terminal sends. Node time runs 100-1000x faster than real time, so the minutes o
 below take seconds; the only real-time bounds are the ones a person or mpremote has (a prompt
 within PROMPT_S of Ctrl-C, mpremote's 10 s for its raw REPL).
 
+Paced, not free-running: the tests act at the prompt, in real time, while node time passes.
+
 What needs a real plug and is not tested here: machine.WDT on an ESP32 (re-armed with a new
 timeout, surviving a soft reset: hw/esp32.py), boot.py's hold after mpremote's soft reset, and
 a serial line with a USB-serial chip (DTR/RTS) instead of a pseudo-terminal.
@@ -18,6 +20,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from helpers import REPO, aligned_past, summary, wattlog
 
 sys.path.insert(0, str(REPO / "tools" / "lib"))
@@ -25,23 +29,24 @@ sys.path.insert(0, str(REPO / "tools" / "lib"))
 from fakeboard import FakeBoard, Terminal, firmware_files  # noqa: E402
 from wattlog import durable  # noqa: E402
 
+pytestmark = pytest.mark.realtime
 PROMPT_S = 3  # a person (and mpremote, which waits 10 s) gets the prompt well within this
 MPREMOTE = shutil.which("mpremote") or str(REPO / ".venv" / "bin" / "mpremote")
 
 
-def flash_config(tmp_path, node_id, broker=None, **sim):
-    """config.json for the board: a simulated plug ("repl": a Ctrl-C hands it to the REPL,
-    as on a plug), logged in to `broker` with its provisioned password, or to nothing."""
+def flash_files(tmp_path, node_id, broker=None, **sim):
+    """The board's flash (fakeboard.firmware_files): the node and a simulated plug whose
+    settings are `sim` (and "repl": a Ctrl-C hands it to the REPL, as on a plug), its
+    config.json logged in to `broker` with its provisioned password, or to nothing."""
     cfg = {"node_id": node_id, "interval_s": 10, "watchdog_s": 10,
-           "broker": {"host": "127.0.0.1", "port": 1},
-           "sim": dict({"profile": "constant:1000", "repl": True}, **sim)}
+           "broker": {"host": "127.0.0.1", "port": 1}}
     if broker is not None:
         provisioned = broker.node_args(node_id)[1]
         with open(provisioned) as f:
             cfg["broker"] = json.load(f)["broker"]
     path = tmp_path / ("%s.json" % node_id)
     durable.write_json(str(path), cfg, mode=0o600)  # it may hold a password
-    return str(path)
+    return firmware_files(str(path), sim=dict({"profile": "constant:1000", "repl": True}, **sim))
 
 
 def readme_status_command(port):
@@ -71,8 +76,8 @@ def test_the_readme_status_command_leaves_the_plug_metering(broker, collectors, 
     collector = collectors(broker.url, data, commit_interval=300)
     collector.wait_for("listening on")
     start = aligned_past(1200)
-    cfg = flash_config(tmp_path, "plug-m", broker, speed=100, start=start)
-    with FakeBoard(str(tmp_path / "flash.img"), firmware_files(cfg)) as board:
+    files = flash_files(tmp_path, "plug-m", broker, speed=100, start=start)
+    with FakeBoard(str(tmp_path / "flash.img"), files) as board:
         deadline = time.monotonic() + 20
         while "wattnode plug-m" not in board.output():
             assert time.monotonic() < deadline, board.output()
@@ -104,8 +109,8 @@ def test_the_readme_status_command_leaves_the_plug_metering(broker, collectors, 
 
 def start_board(tmp_path, speed):
     """A board running a node that reaches no broker, and its terminal once the node runs."""
-    cfg = flash_config(tmp_path, "plug-r", speed=speed, start=aligned_past(7200))
-    board = FakeBoard(str(tmp_path / "flash.img"), firmware_files(cfg)).start()
+    files = flash_files(tmp_path, "plug-r", speed=speed, start=aligned_past(7200))
+    board = FakeBoard(str(tmp_path / "flash.img"), files).start()
     term = Terminal(board.port)
     term.expect(b"link: cannot connect", 20)
     return board, term
@@ -152,8 +157,8 @@ def test_ctrl_c_a_long_session_and_start_again(broker, tmp_path):
     time) is not cut by the 10 s watchdog; repl.start() carries on with the same ring: every
     reading from the first slot on is still held, the session's slots included (they share
     its mean, as the meter counted on), none missing, none twice."""
-    board = FakeBoard(str(tmp_path / "flash.img"), firmware_files(
-        flash_config(tmp_path, "plug-r", broker, speed=100, start=aligned_past(7200)))).start()
+    board = FakeBoard(str(tmp_path / "flash.img"), flash_files(
+        tmp_path, "plug-r", broker, speed=100, start=aligned_past(7200))).start()
     term = Terminal(board.port)
     try:
         wait_for_state(broker, "plug-r")

@@ -8,13 +8,18 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from helpers import SimNode, aligned_past, wattlog
 from wattlog.provision import OPERATOR
 
 
+@pytest.mark.realtime
 def test_a_plug_whose_login_is_refused_says_so(broker, tmp_path):
     """A wrong password in the plug's config.json: the node says once, in words, that the
-    broker refused its login and which settings to check, and keeps metering."""
+    broker refused its login and which settings to check, and keeps metering. Paced (20x), not
+    free-running: the plug's back-off between logins is real time, and its run must see
+    several refusals to show that it says so once."""
     args = broker.node_args("badpass")
     config = json.loads(open(args[1]).read())
     config["broker"]["password"] = "not-the-password"
@@ -61,10 +66,12 @@ def test_wattlog_plug_with_a_user_that_may_not_switch_says_so(broker, simnodes, 
         "%s, whose ACL allows it" % (viewer, OPERATOR)]
 
 
+@pytest.mark.realtime
 def test_a_collector_with_a_plugs_login_says_what_is_wrong(broker, collectors, tmp_path):
     """The collector started with a plug's user and password: the broker lets it log in and
     grants its subscriptions but delivers nothing; the start-up marker never comes back, and
-    the log says which user cannot read the acks and what the collector's login is."""
+    the log says which user cannot read the acks and what the collector's login is. Real
+    time: the collector waits for its marker a bounded time of the wall clock."""
     args = broker.node_args("plug-y")
     password = json.loads(open(args[1]).read())["broker"]["password"]
     secret = tmp_path / "plug.password"

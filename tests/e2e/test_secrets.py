@@ -18,7 +18,7 @@ def test_no_message_log_answer_or_crash_log_holds_a_password(broker, simnodes, t
     everything = Messages(broker, "secret-watch", "#")
     log = Listener(broker, "wattlog/sec-1/#")
     try:
-        node = simnodes(broker.port, "sec-1", "--profile", "constant:500", "--speed", 20,
+        node = simnodes(broker.port, "sec-1", "--profile", "constant:500", "--speed", "max",
                         "--start", aligned_past(60), "--then-realtime", "--config", CONFIG)
         said, _ = log.wait("wattlog/sec-1/log", lambda p: b"wifi.password" in p)
         log.c.publish("wattlog/sec-1/cmd", json.dumps({"cmd": "interval", "interval_s": 30}),
@@ -31,7 +31,7 @@ def test_no_message_log_answer_or_crash_log_holds_a_password(broker, simnodes, t
         node.stop()
         flash = tmp_path / "flash"
         crashy = simnodes(broker.port, "sec-2", "--flash", flash, "--start", aligned_past(600),
-                          "--speed", 100, "--crash-after", 30, "--config", CONFIG)
+                          "--speed", "max", "--crash-after", 30, "--config", CONFIG)
         crashy.proc.wait(120)
         printed = node.output + crashy.proc.stdout.read()
     finally:

@@ -25,7 +25,7 @@ def test_a_silent_chip_stores_missing_slots(broker, collectors, simnodes, tmp_pa
     try:
         s = simnodes(broker.port, "mute", "--board", "devkit-cse7766", "--faults",
                      '{"silent": true}', "--profile", "constant:1500", "--start",
-                     aligned_past(600), "--speed", 50).finish()
+                     aligned_past(600), "--speed", "max").finish()
         assert collector.stop() == 0
     finally:
         log.close()
@@ -53,6 +53,8 @@ def run_simnode(*args):
     (["--board", "nosuch"], "no board 'nosuch' in %s/boards; the boards are athom-plug-v3, "
                             "devkit-bl0937" % REPO),
     (["--start", "yesterday"], "'yesterday' is not a time"),
+    (["--speed", "fast"], "--speed takes a whole number >= 1 or max, not 'fast'"),
+    (["--speed", "0"], "--speed takes a whole number >= 1 or max, not '0'"),
 ])
 def test_a_bad_option_ends_with_one_line(args, says):
     done = run_simnode(*args)

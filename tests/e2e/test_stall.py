@@ -23,14 +23,18 @@ import queue
 import signal
 import time
 
+import pytest
+
 from broker import Broker
 from helpers import aligned_past
 from test_faults import stored
 from wattlog.provision import COLLECTOR
 from wattnode import wire
 
+pytestmark = pytest.mark.realtime  # the SIGSTOP and the plug's ack timeout: see drop_the_tail
+
 INTERVAL = 3600
-SPEED = 18000       # 5 slots a second
+SPEED = 36000       # 10 slots a second: real time matters here (see drop_the_tail)
 BATCH_MAX = 4
 SLOTS = 101         # caught up with 1 (or 2) slots unsent: the next batch is >= 2 h away
 BOUND_S = 60        # far below the 600 s batch_wait_s that is the soonest the plug sends anew
@@ -83,7 +87,9 @@ def wait(condition, timeout_s, what):
 def drop_the_tail(tmp_path, collectors, simnodes, node, config, while_stopped=None):
     """Run a plug against a broker with tiny queues, the collector stopped from the plug's
     first batch until the plug has caught up; returns (broker, plug, watcher, data, slots
-    the broker accepted), the collector running again."""
+    the broker accepted), the collector running again. Paced, not free-running: the SIGSTOP
+    must land between the plug's first batch and the rest, in real time, and the plug's ack
+    timeout is real time too."""
     b = Broker(str(tmp_path / "mosquitto-small"), extra_conf=SMALL_QUEUES).start()
     try:
         data = tmp_path / "data"

@@ -33,3 +33,29 @@ def test_vectors_round_trip(v):
 def test_malformed_vectors_are_refused(v):
     with pytest.raises(ValueError, match=v["error"]):
         wire.decode_header(raw(v))
+
+
+ACKS = json.loads((pathlib.Path(__file__).parents[1] / "vectors" / "acks.json").read_text())
+KINDS = {"ack": wire.ACK, "resend": wire.RESEND, "clock": wire.CLOCK}
+ENCODERS = {"ack": wire.encode_ack, "resend": wire.encode_resend, "clock": wire.encode_clock}
+
+
+def ack_bytes(v):
+    return bytes.fromhex(v["hex"]) if "hex" in v else v["payload"].encode()
+
+
+@pytest.mark.parametrize("v", ACKS["good"], ids=lambda v: v["name"])
+def test_ack_vectors_parse_and_encode(v):
+    """A good ack parses to its kind and fields (bytes, as from the broker, and text); the
+    collector's encoder gives exactly its payload."""
+    for payload in (ack_bytes(v), v["payload"]):
+        assert wire.parse_ack(payload) == (KINDS[v["kind"]], v["fields"])
+    if "encode" in v:
+        assert ENCODERS[v["encode"][0]](*v["encode"][1:]) == v["payload"]
+
+
+@pytest.mark.parametrize("v", ACKS["bad"], ids=lambda v: v["name"])
+def test_malformed_acks_are_refused(v):
+    with pytest.raises(wire.AckError) as e:
+        wire.parse_ack(ack_bytes(v))
+    assert v["error"] in str(e.value)

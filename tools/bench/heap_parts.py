@@ -1,11 +1,25 @@
-"""heap_parts.py - where the node's heap goes, on the MicroPython unix port (tools/bench/heap).
+"""heap_parts.py - where the node's heap goes as it starts up (tools/bench/heap runs it on the
+64-bit unix port and on the 32-bit WebAssembly port, loading the node's .mpy files).
 
-Run from a flash folder holding config.json and board.json; prints one line per part:
-heap bytes in use after gc.collect(), measured as the node starts up.
+Run from a flash folder holding config.json, board.json and sim.json (lib/wattsim's settings);
+prints one line per part, the heap bytes in use after a garbage collection:
+    ring                the ring of wire records (board "ring_kib")
+    plug-modules        what a plug imports: the node, its chip's driver, umqtt.simple
+    simulator-modules   the simulator (lib/wattsim), plugged in as tools/simnode does, and
+                        what its hardware layer and meter import (a plug has none): measured
+                        after making them once and dropping them
+    runtime-objects     the hardware layer's and the node's objects
+    total
+
+Each part is a step of `mp32_steps` (tools/lib/mp32.mjs): the WebAssembly port collects garbage
+only between steps, so each figure is read at the start of the step after its part.
 """
 
 import gc
 import sys
+
+import os  # noqa: F401  what the port provides, in use before the node starts: not counted
+import socket  # noqa: F401
 
 
 def used():
@@ -13,33 +27,49 @@ def used():
     return gc.mem_alloc()
 
 
-base = used()
-from wattnode import board as boardfile, config, wire  # noqa: E402
-from wattnode.ring import Ring  # noqa: E402
-problems = []
-cfg = config.load("config.json", problems)
-board = config.read_json("board.json", problems)
-a = used()
-ring = Ring(boardfile.ring_kib(board) * 1024 // wire.RECORD_SIZE)
-b = used()
-from wattnode import hw as hal, link, meters, node, relay, energy, calib, sampler  # noqa: E402,F401
-from umqtt import simple  # noqa: E402,F401
-if board.get("chip") in ("bl0937", "hlw8012"):
-    from wattnode.meters import bl0937  # noqa: F401
-elif board.get("chip") in ("cse7766", "hlw8032"):
-    from wattnode.meters import cse7766  # noqa: F401
-elif board.get("chip") == "bl0942":
-    from wattnode.meters import bl0942  # noqa: F401
-c = used()
-from wattnode.hw import sim, simchips  # noqa: E402,F401
-from wattnode import profiles  # noqa: E402,F401
-d = used()
-hw = hal.load(board, cfg)
-n = node.Node(cfg, board, hw, problems, True, ring)
-e = used()
-print("part ring %d" % (b - a))
-print("part plug-modules %d" % (c - b + a - base))
-print("part simulator-modules %d" % (d - c))
-print("part runtime-objects %d" % (e - d))
-print("part total %d" % (e - base))
-sys.exit(0)
+def steps():
+    yield  # the garbage of starting this script is collected before anything is counted
+    base = used()
+    from wattnode import board as boardfile, config, wire
+    from wattnode.ring import Ring
+    problems = []
+    cfg = config.load("config.json", problems)
+    board = config.read_json("board.json", problems)
+    yield
+    a = used()
+    ring = Ring(boardfile.ring_kib(board) * 1024 // wire.RECORD_SIZE)
+    yield
+    b = used()
+    from wattnode import hw as hal, link, meters, node, relay, energy, calib, sampler  # noqa: F401
+    from umqtt import simple  # noqa: F401
+    if board.get("chip") in ("bl0937", "hlw8012"):
+        from wattnode.meters import bl0937  # noqa: F401
+    elif board.get("chip") in ("cse7766", "hlw8032"):
+        from wattnode.meters import cse7766  # noqa: F401
+    elif board.get("chip") == "bl0942":
+        from wattnode.meters import bl0942  # noqa: F401
+    yield
+    c = used()
+    import wattsim
+    wattsim.install()
+    meters.create(board, hal.load(board, cfg), calib.Calibration())  # their modules stay
+    yield
+    d = used()
+    hw = hal.load(board, cfg)
+    n = node.Node(cfg, board, hw, problems, True, ring)
+    yield
+    e = used()
+    print("part ring %d" % (b - a))
+    print("part plug-modules %d" % (c - b + a - base))
+    print("part simulator-modules %d" % (d - c))
+    print("part runtime-objects %d" % (e - d))
+    print("part total %d" % (e - base))
+    del n
+    sys.exit(0)
+
+
+if sys.platform == "webassembly":
+    mp32_steps = steps()
+else:
+    for _ in steps():
+        pass

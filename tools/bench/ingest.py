@@ -34,7 +34,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(REPO, "tools", "lib"))
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
-from broker import Broker, free_port  # noqa: E402
+from broker import Broker  # noqa: E402
+from influxd import influxd, wait_logged  # noqa: E402
 from wattlog.provision import COLLECTOR  # noqa: E402
 from wattnode import wire  # noqa: E402
 
@@ -162,11 +163,7 @@ def run_wattlog(payloads, work, wrap=()):
          "--password-file", broker.password_file(COLLECTOR), "--data", data,
          "--commit-interval", "1", "--status-interval", "5"], stdout=log, stderr=log)
     try:
-        deadline = time.monotonic() + 30
-        while "listening on" not in open(log.name).read():
-            if time.monotonic() > deadline or collector.poll() is not None:
-                raise SystemExit("the collector did not start: see %s" % log.name)
-            time.sleep(0.05)
+        wait_logged(collector, log.name, "listening on")
         streams = {node: connect_raw(broker.port, node, broker.creds[node], payloads[node])
                    for node in nodes}
         cpu0 = cpu_s(collector.pid)
@@ -190,39 +187,12 @@ def run_wattlog(payloads, work, wrap=()):
 
 
 def run_influx(bodies, readings, work):
-    port = free_port()
-    d = os.path.join(work, "influx")
-    os.makedirs(d)
-    conf = os.path.join(d, "influxdb.conf")
-    with open(conf, "w") as f:
-        f.write('reporting-disabled = true\nbind-address = "127.0.0.1:%d"\n'
-                '[meta]\n  dir = "%s/meta"\n[data]\n  dir = "%s/data"\n  wal-dir = "%s/wal"\n'
-                '  query-log-enabled = false\n[http]\n  bind-address = "127.0.0.1:%d"\n'
-                '  log-enabled = false\n[monitor]\n  store-enabled = false\n'
-                % (free_port(), d, d, d, port))
-    proc = subprocess.Popen(["influxd", "-config", conf], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    base = "http://127.0.0.1:%d" % port
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(base + "/ping", timeout=1)
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise SystemExit("influxd did not start")
-                time.sleep(0.1)
-        urllib.request.urlopen(urllib.request.Request(
-            base + "/query", data=b"q=CREATE DATABASE bench", method="POST"))
+    with influxd(work, "bench") as base:
         t0 = time.monotonic()
         for body in bodies:
             urllib.request.urlopen(urllib.request.Request(
                 base + "/write?db=bench&precision=s", data=body, method="POST"), timeout=120)
         elapsed = time.monotonic() - t0
-    finally:
-        proc.terminate()
-        proc.wait(30)
     return readings / elapsed, elapsed
 
 

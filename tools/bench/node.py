@@ -14,13 +14,16 @@ import json
 import socket
 import time
 
+import wattsim
 from wattnode import wire
 from wattnode.calib import Calibration
-from wattnode.hw.sim import Board
 from wattnode.link import Link
 from wattnode import meters
 from wattnode.ring import Ring
 from wattnode.sampler import Sampler
+from wattsim.board import Board
+
+wattsim.install()  # the simulated board and its chips, as tools/simnode plugs them in
 
 HERE = __file__.rsplit("/", 1)[0] if "/" in __file__ else "."
 REPO = HERE + "/../.."
@@ -36,9 +39,8 @@ def board(name):
 
 def sampling(name, profile="washer"):
     b = board(name)
-    cfg = {"sim": {"profile": profile, "start": 1795000000 + 8 * 3600, "speed": 1}}
-    hw = Board(b, cfg, "/tmp")
-    meter = meters.create(b, hw, cfg, Calibration())
+    hw = Board(b, sim={"profile": profile, "start": 1795000000 + 8 * 3600}, flash_dir="/tmp")
+    meter = meters.create(b, hw, Calibration())
     ring = Ring(3072)
     s = Sampler(meter, ring, 10)
     clock = hw.clock
@@ -48,9 +50,9 @@ def sampling(name, profile="washer"):
 
     def slot():
         nonlocal polls
-        end = s.slot_end * 1000
-        while clock._virt_ms < end:
-            clock._virt_ms = min(clock._virt_ms + step, end)
+        end = (s.slot_end - clock.time_s()) * 1000 + clock.time_ms()
+        while clock.time_ms() < end:
+            clock.advance_ms(min(step, end - clock.time_ms()))
             meter.poll()
             polls += 1
         s.close(clock.time_s(), clock.ticks_ms())
@@ -70,7 +72,7 @@ def sampling(name, profile="washer"):
     # the slot close alone
     t0 = time.ticks_us()
     for _ in range(SLOTS):
-        clock._virt_ms = s.slot_end * 1000
+        clock.advance_ms((s.slot_end - clock.time_s()) * 1000)
         s.close(clock.time_s(), clock.ticks_ms())
     close_us = time.ticks_diff(time.ticks_us(), t0) / SLOTS
     return allocated / SLOTS, us / max(polls, 1), close_us, polls // SLOTS

@@ -3,7 +3,8 @@ without a plug.
 
     tools/fakeboard [--flash FILE] [--put LOCAL=REMOTE ...] [--node CONFIG]
         prints its port (/dev/pts/N) and runs until Ctrl-C; --node puts the node on it, as
-        source, with a simulated plug: the README's mpremote commands work against it
+        source, with a simulated plug (lib/wattsim): the README's mpremote commands work
+        against it
     with FakeBoard(flash_path, files) as board:                  (tests; files: firmware_files())
         subprocess.run(["mpremote", "connect", board.port, ...])  or  Terminal(board.port)
 
@@ -31,7 +32,9 @@ Where it differs, and why:
   the REPL ending with exit status 3) replaces it too, starting from the friendly REPL;
 - the unix port prints "\n" where an ESP32 prints "\r\n" (mpremote takes both), and two
   Ctrl-C in quick succession kill it (its SIGINT handler exits on the second);
-- there is no machine.WDT, Timer or Pin: a node runs here on its simulated board (hal "sim").
+- there is no machine.WDT, Timer or Pin: a node runs here on its simulated board (hal "sim"),
+  which the ROM plugs in (wattsim.install()) when the flash holds lib/wattsim, as an ESP32's
+  firmware brings its own hardware modules.
 """
 
 import argparse
@@ -54,7 +57,7 @@ ROM = os.path.join(HERE, "fakeboard_rom.py")
 _LAUNCH = "exec(open(%r).read())" % ROM  # read before the rom hides the host's files
 FLASH_KIB = 2048
 BLOCK_SIZE = 4096
-RESET_EXIT = 3      # wattnode.start.RESET_EXIT: the REPL ended asking for a hard reset
+RESET_EXIT = 3      # wattsim.board.RESET_EXIT: the REPL ended asking for a hard reset
 _TICK_S = 0.02
 
 
@@ -271,20 +274,24 @@ class FakeBoard:
             self._from_board(data)
 
 
-def firmware_files(config_path, board="sim"):
+def firmware_files(config_path, board="sim", sim=None):
     """{path on the board: local file or bytes} for the node as source, simulator included,
-    with boards/BOARD.json as board.json (hal "sim") and config_path as config.json: a flash
-    that runs the real firmware on a simulated plug, from littlefs, as a deployed plug does."""
+    with boards/BOARD.json as board.json (hal "sim"), config_path as config.json and the
+    simulation's settings `sim` as sim.json (lib/wattsim/board.py; "repl": true unless they
+    say otherwise): a flash that runs the real firmware on a simulated plug, from littlefs, as
+    a deployed plug does."""
     files = {"boot.py": os.path.join(REPO, "firmware", "boot.py"),
              "main.py": os.path.join(REPO, "firmware", "main.py"),
              "config.json": config_path,
+             "sim.json": json.dumps(dict({"repl": True}, **(sim or {}))).encode(),
              "lib/umqtt/simple.py": os.path.join(REPO, ".mplib", "umqtt", "simple.py")}
     lib = os.path.join(REPO, "lib")
-    for root, _, names in os.walk(os.path.join(lib, "wattnode")):
-        for name in names:
-            if name.endswith(".py"):
-                local = os.path.join(root, name)
-                files["lib/" + os.path.relpath(local, lib)] = local
+    for package in ("wattnode", "wattsim"):
+        for root, _, names in os.walk(os.path.join(lib, package)):
+            for name in names:
+                if name.endswith(".py"):
+                    local = os.path.join(root, name)
+                    files["lib/" + os.path.relpath(local, lib)] = local
     with open(os.path.join(REPO, "boards", board + ".json")) as f:
         spec = json.load(f)
     spec["hal"] = "sim"
@@ -333,8 +340,9 @@ def main():
                    help="write a local file into the flash before the board starts")
     p.add_argument("--node", metavar="CONFIG",
                    help="put the node (as source) on the flash with a simulated plug and this "
-                        "config.json (\"sim\" keys as tools/simnode writes them; Ctrl-C hands "
-                        "the node to the REPL, as on a plug)")
+                        "config.json; its \"sim\" object, if any, is the simulation's settings "
+                        "(sim.json, as tools/simnode writes it; Ctrl-C hands the node to the "
+                        "REPL, as on a plug)")
     args = p.parse_args()
     flash = args.flash or os.path.join(tempfile.mkdtemp(prefix="fakeboard-flash-"), "flash.img")
     files = {}
@@ -342,11 +350,11 @@ def main():
         try:
             with open(args.node) as f:
                 cfg = json.load(f)
-            cfg.setdefault("sim", {})["repl"] = True
+            sim = dict(cfg.pop("sim", {}), repl=True)
         except (OSError, ValueError, AttributeError, TypeError):
-            sys.exit("tools/fakeboard: --node takes a config.json holding a JSON object; %s "
-                     "is not one" % args.node)
-        files = firmware_files(args.node)
+            sys.exit("tools/fakeboard: --node takes a config.json holding a JSON object (its "
+                     "\"sim\" an object too); %s is not one" % args.node)
+        files = firmware_files(args.node, sim=sim)
         files["config.json"] = json.dumps(cfg).encode()
     for item in args.put:
         local, _, remote = item.partition("=")

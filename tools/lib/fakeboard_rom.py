@@ -15,9 +15,12 @@
 #   ("nomain"), exactly as main.c does; an exception in either is printed and the REPL follows;
 # - `machine` is the unix port's, extended by MACHINE_DIR/machine.py (imported before the host's
 #   files go out of sight) with reset(), which, like SystemExit(3) from main.py (the simulated
-#   plug's hw.reset(), start.RESET_EXIT), asks fakeboard.py for a hard reset through NOTIFY_FD:
+#   plug's hw.reset(), wattsim.board.RESET_EXIT), asks fakeboard.py for a hard reset through
+#   NOTIFY_FD:
 #   one byte, H (hard) or S (soft: any other SystemExit), after which this process waits to be
 #   replaced. A process cannot leave -i's REPL by itself otherwise.
+# - a flash that holds the simulated plug (lib/wattsim) gets it plugged into the node first
+#   (wattsim.install()), as an ESP32's firmware brings its own hardware modules;
 # Names are cleaned up before the REPL, as far as MicroPython allows (an ESP32's REPL
 # shows `bdev` from _boot.py too).
 
@@ -130,6 +133,11 @@ _mount("/")
 import os  # noqa: E402
 os.chdir("/")
 sys.path[:] = ["", ".frozen", "/lib"]
+try:
+    import wattsim
+    wattsim.install()
+except ImportError:
+    pass  # a plug's files only (tools/deploy's): nothing simulated to plug in
 _run("boot.py")
 if _ARGS[2] == "main":
     _run("main.py")

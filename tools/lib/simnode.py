@@ -1,20 +1,27 @@
 """simnode.py - run the real node firmware on the MicroPython unix port with a simulated plug.
 
     tools/simnode --id ID --broker HOST:PORT [--node-config FILE] [--profile NAME]
-                  [--interval S] [--speed X] [--start TIME] [--then-realtime] [--flash DIR]
+                  [--interval S] [--speed X|max] [--start TIME] [--then-realtime] [--flash DIR]
                   [--board NAME [--faults JSON]]
 
-It writes config.json and board.json (boards/sim.json) into a flash folder (a temporary one
-unless --flash names one), then runs firmware/boot.py and firmware/main.py there exactly as a
-plug does, with lib/ and the MicroPython libraries on MICROPYPATH. With --speed X the node's
-clock runs X times faster from --start (a time in the past); the node stops by itself when its
-clock reaches real time (after sending what it holds), or carries on in real time with
---then-realtime. SIGINT or SIGTERM stops the node cleanly (it says "offline" and prints its
-summary line). When the firmware resets itself (after a crash) it is started again, as a plug
-reboots; --power-cut starts it as after a power cut (its RTC memory gone).
+It writes into a flash folder (a temporary one unless --flash names one) the plug's
+config.json and board.json (boards/sim.json, or the --board named, its "hal" set to "sim"),
+and sim.json, the simulated world (lib/wattsim: load profile, clock, chip faults). Then it
+runs firmware/boot.py and firmware/main.py there exactly as a plug does, with lib/ (the node
+and the simulator) and the MicroPython libraries on MICROPYPATH, after plugging the simulator
+into the node (wattsim.install(): the board's "hal": "sim" and "chip": "sim" resolve to it).
+
+With --speed X the node's clock runs X times faster than real time from --start (a time in
+the past); --speed max runs it as fast as the loop goes (waiting only while half the ring
+awaits the collector's ack: lib/wattsim/clock.py), for runs that need no real-time interplay.
+The node stops by itself when its clock reaches real time (after sending what it holds), or
+carries on in real time with --then-realtime. SIGINT or SIGTERM stops the node cleanly (it
+says "offline" and prints its summary line). When the firmware resets itself (after a crash)
+it is started again, as a plug reboots, at the node time the run has reached; --power-cut
+starts it as after a power cut (its RTC memory gone).
 
 --start takes what the wattlog CLI takes (wattlog/times.py): now-24h, -24h, unix seconds, ISO
-8601. --faults names faults of the simulated chip (lib/wattnode/hw/simchips.py FAULTS), so it
+8601. --faults names faults of the simulated chip (lib/wattsim/chips.py FAULTS), so it
 needs a --board whose chip is simulated (boards/sim.json measures its profile exactly). A bad
 argument ends with one line saying what is wrong, never a traceback.
 
@@ -37,11 +44,15 @@ import time
 
 from wattlog import durable
 from wattlog.times import parse_time
-from wattnode.hw.simchips import FAULTS
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.append(os.path.join(REPO, "lib"))  # the simulator's settings and names, read here too
+
+from wattsim.board import CLOCK_FILE, RESET_EXIT, SETTINGS_FILE  # noqa: E402
+from wattsim.chips import FAULTS  # noqa: E402
+from wattsim.clock import FREE  # noqa: E402
+
 BOARDS = os.path.join(REPO, "boards")
-RESET_EXIT = 3   # wattnode.start.RESET_EXIT: the firmware asks for a reset
 MAX_RESETS = 10
 
 
@@ -90,6 +101,16 @@ def faults(text):
     return value
 
 
+def speed(text):
+    """A whole number >= 1, or max (free-running)."""
+    if text == FREE:
+        return FREE
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError("--speed takes a whole number >= 1 or %s, not %r"
+                                         % (FREE, text))
+    return int(text)
+
+
 def board_name(name):
     names = sorted(f[:-5] for f in os.listdir(BOARDS) if f.endswith(".json"))
     if name not in names:
@@ -126,7 +147,8 @@ def parser():
     p.add_argument("--profile", default="constant",
                    help="washer, fridge, heatpump, constant or constant:WATTS (default constant)")
     p.add_argument("--interval", type=int, default=10, help="slot length in seconds (default 10)")
-    p.add_argument("--speed", type=int, default=1, help="clock speed factor (default 1)")
+    p.add_argument("--speed", type=speed, default=1,
+                   help="clock speed factor (default 1), or max: as fast as the loop goes")
     p.add_argument("--start", type=parse_time,
                    help="node clock start: now-24h, -24h, unix seconds or ISO 8601")
     p.add_argument("--then-realtime", action="store_true",
@@ -170,22 +192,23 @@ def write_flash(flash, args):
     user, password = args.node_config or (None, None)
     cfg = {"node_id": args.id, "interval_s": args.interval,
            "broker": {"host": args.broker[0], "port": args.broker[1],
-                      "user": user, "password": password},
-           "sim": {"profile": args.profile, "speed": args.speed, "start": args.start,
-                   "then_realtime": args.then_realtime}}
+                      "user": user, "password": password}}
+    sim = {"profile": args.profile, "speed": args.speed, "start": args.start,
+           "then_realtime": args.then_realtime}
     if args.batch_max:
         cfg["batch_max"] = args.batch_max
     if args.crash_after is not None:
-        cfg["sim"]["crash_after_s"] = args.crash_after
+        sim["crash_after_s"] = args.crash_after
     if args.ntp_after is not None:
-        cfg["sim"]["ntp_after_s"] = args.ntp_after
+        sim["ntp_after_s"] = args.ntp_after
         cfg["ntp_host"] = "ntp.lan"
     if args.rtc_unset:
-        cfg["sim"]["ntp_after_s"] = 10 ** 9  # unset RTC; no NTP server is configured
+        sim["ntp_after_s"] = 10 ** 9  # unset RTC; no NTP server is configured
     if args.faults:
-        cfg["sim"]["faults"] = args.faults
+        sim["faults"] = args.faults
     cfg.update(args.config)
     durable.write_json(os.path.join(flash, "config.json"), cfg, mode=0o600)  # holds a password
+    durable.write_json(os.path.join(flash, SETTINGS_FILE), sim)
     with open(os.path.join(BOARDS, args.board + ".json")) as f:
         board = json.load(f)
     board["hal"] = "sim"  # any board runs on the simulator: pins, UART and chip simulated
@@ -195,14 +218,23 @@ def write_flash(flash, args):
         json.dump(board, f, indent=1)
 
 
-def resume_clock(flash, start):
-    """A reset does not stop the world's clock: the node boots again at the node time the
-    run has reached (the simulated clock counts from sim.start, so move it on)."""
-    path = os.path.join(flash, "config.json")
+def resume_clock(flash, args, launched):
+    """A reset does not stop the world's clock: the node boots again at the node time the run
+    has reached (the simulated clock counts from sim.json's start, so move it on): by the wall
+    clock for a paced run, where the firmware left it (CLOCK_FILE) for a free-running one."""
+    if args.speed == FREE:
+        try:
+            with open(os.path.join(flash, CLOCK_FILE)) as f:
+                start = int(f.read())
+        except (OSError, ValueError):
+            return  # it never got to reset itself: nothing to resume from
+    else:
+        start = args.start + int((time.time() - launched) * args.speed)
+    path = os.path.join(flash, SETTINGS_FILE)
     with open(path) as f:
-        cfg = json.load(f)
-    cfg.setdefault("sim", {})["start"] = start
-    durable.write_json(path, cfg, mode=0o600)
+        sim = json.load(f)
+    sim["start"] = start
+    durable.write_json(path, sim)
 
 
 def _die_with_parent():
@@ -216,8 +248,8 @@ def main():
     os.makedirs(flash, exist_ok=True)
     write_flash(flash, args)
     fw = os.path.join(REPO, "firmware")
-    launch = "exec(open(%r).read()); exec(open(%r).read())" % (
-        os.path.join(fw, "boot.py"), os.path.join(fw, "main.py"))
+    launch = ("import wattsim; wattsim.install(); exec(open(%r).read()); exec(open(%r).read())"
+              % (os.path.join(fw, "boot.py"), os.path.join(fw, "main.py")))
     libs = [os.path.join(REPO, "build", "mpy")] if args.mpy else [os.path.join(REPO, "lib"),
                                                                    os.path.join(REPO, ".mplib")]
     env = dict(os.environ, MICROPYPATH=":".join(libs))
@@ -239,7 +271,7 @@ def main():
     launched = time.time()
     for boot in range(MAX_RESETS + 1):
         if boot and args.start is not None:
-            resume_clock(flash, args.start + int((time.time() - launched) * args.speed))
+            resume_clock(flash, args, launched)
         # its own process group: a Ctrl-C reaches it once, through forward(), not twice
         proc = subprocess.Popen(["micropython"] + heap + ["-c", launch], cwd=flash, env=env,
                                 start_new_session=True, preexec_fn=_die_with_parent)

@@ -1,10 +1,13 @@
-"""testrun.py - run the test suites and end with one line: N passed, N failed[, N skipped].
+"""testrun.py - run the test suites and end with one line: N passed, N failed[, N skipped],
+then each suite's wall time and the whole run's: "... (device 10 s, host 25 s, e2e 150 s;
+185 s in all)".
 
     tools/test                      device, host and e2e suites, in that order
     tools/test host e2e             only those suites
     tools/test e2e -- -k pipeline   arguments after -- go to pytest
 
-device  tests/device/ on the MicroPython unix port (unittest from micropython-lib)
+device  tests/device/ on the MicroPython unix port (unittest from micropython-lib), then
+        device32: the same on a 32-bit MicroPython (tools/lib/mp32.mjs, the WebAssembly port)
 host    tests/host/   pytest: wire, storage engine, ingest, commits, CLI
 e2e     tests/e2e/    pytest: a real mosquitto, the real firmware via tools/simnode, the collector;
                       WATTLOG_TEST_WORKERS (default 4) tests at a time (pytest-xdist): they
@@ -20,11 +23,13 @@ import time
 import xml.etree.ElementTree as ET
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SUITES = ("device", "host", "e2e")
+SUITES = ("device", "device32", "host", "e2e")
+DEVICE_RUNNERS = {"device": ["micropython"],
+                  "device32": ["node", "tools/lib/mp32.mjs", "--copy", "tests", "--copy", "boards"]}
 
 
-def run_device():
-    proc = subprocess.run(["micropython", "tests/device/run.py"], cwd=REPO,
+def run_device(suite):
+    proc = subprocess.run(DEVICE_RUNNERS[suite] + ["tests/device/run.py"], cwd=REPO,
                           capture_output=True, text=True, timeout=600)
     sys.stdout.write(proc.stdout + proc.stderr)
     m = re.search(r"device tests: (\d+) passed, (\d+) failed, (\d+) skipped", proc.stdout)
@@ -40,7 +45,10 @@ def run_pytest(suite, extra):
     if os.path.exists(report):
         os.remove(report)
     workers = int(os.environ.get("WATTLOG_TEST_WORKERS", "4"))
-    parallel = ["-n", str(workers)] if suite == "e2e" and workers > 1 else []
+    # one test at a time to each worker: the long real-time tests, collected first
+    # (tests/e2e/conftest.py), start first instead of queueing behind each other
+    parallel = ["-n", str(workers), "--maxschedchunk", "1"] \
+        if suite == "e2e" and workers > 1 else []
     proc = subprocess.run([sys.executable, "-m", "pytest", "tests/" + suite, "-q",
                            "--junitxml=" + report] + parallel + extra, cwd=REPO)
     if proc.returncode not in (0, 1) or not os.path.exists(report):
@@ -62,19 +70,25 @@ def main(argv):
     unknown = [a for a in argv if a not in SUITES]
     if unknown:
         sys.exit("tools/test: unknown suite %s; the suites are %s" % (unknown, ", ".join(SUITES)))
-    chosen = [s for s in SUITES if s in argv] or list(SUITES)
+    chosen = [s for s in SUITES if s in argv or s == "device32" and "device" in argv] or list(SUITES)
     totals = [0, 0, 0]
     lines = []
+    times = []
+    began = time.monotonic()
     for suite in chosen:
         print("== %s tests" % suite, flush=True)
         t0 = time.monotonic()
-        counts = run_device() if suite == "device" else run_pytest(suite, extra)
+        counts = run_device(suite) if suite in DEVICE_RUNNERS else run_pytest(suite, extra)
+        took_s = time.monotonic() - t0
         lines.append("%-6s %d passed, %d failed, %d skipped in %.0f s"
-                     % ((suite,) + counts + (time.monotonic() - t0,)))
+                     % ((suite,) + counts + (took_s,)))
+        times.append("%s %.0f s" % (suite, took_s))
         totals = [a + b for a, b in zip(totals, counts)]
     print("\n".join(["=="] + lines))
     passed, failed, skipped = totals
-    print("%d passed, %d failed%s" % (passed, failed, ", %d skipped" % skipped if skipped else ""))
+    print("%d passed, %d failed%s (%s; %.0f s in all)"
+          % (passed, failed, ", %d skipped" % skipped if skipped else "", ", ".join(times),
+             time.monotonic() - began))
     return 1 if failed else 0
 
 

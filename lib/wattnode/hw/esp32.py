@@ -1,7 +1,7 @@
 """hw/esp32.py - the hardware layer on a real ESP32 or ESP32-C3 plug (machine, network, esp32).
 
 Only a plug imports this module (board "hal": "esp32"); it has not yet run on hardware here:
-tools/build compiles it, the drivers above it are tested against simulated chips.
+tools/build compiles it, the drivers above it are tested against emulated chips.
 
 Clock    the RTC: time.time() counts seconds from 2000-01-01, the wire epoch is 2020-01-01
          (EPOCH_2000_TO_2020 between them); set_time() through machine.RTC().datetime();
@@ -56,9 +56,6 @@ class Clock:
             ms = max_ms
         if ms > 0:
             time.sleep_ms(ms)
-
-    def ended(self):
-        return False
 
 
 class _PulseCounter:

@@ -17,7 +17,9 @@ the remainder, so nothing is lost to rounding; calibration (calib.py) is folded 
 quantum and the gains. Integers only, every quantity below 2**30: no allocation per poll.
 A window in which the chip fell silent, reported an error or an impossible rate is invalid:
 its slot is stored as missing, never as a wrong value.
-Chip name -> driver module, imported only when a board asks for it (see create()).
+DRIVERS maps a board file's chip name to (module, name of a callable (board, hw, cal) ->
+meter), the module imported only when a board asks for it (create()); another package may add
+its chips to it before the node starts.
 """
 
 from time import ticks_diff
@@ -149,19 +151,20 @@ class FaultLog:
         return "%s: %s" % (self._what, ", ".join(parts))
 
 
-def create(board, hw, cfg, cal):
+DRIVERS = {
+    "bl0937": ("wattnode.meters.bl0937", "BL0937"),
+    "hlw8012": ("wattnode.meters.bl0937", "BL0937"),
+    "cse7766": ("wattnode.meters.cse7766", "CSE7766"),
+    "hlw8032": ("wattnode.meters.cse7766", "CSE7766"),
+    "bl0942": ("wattnode.meters.bl0942", "BL0942"),
+}
+
+
+def create(board, hw, cal):
     """The driver for board["chip"], wired to the board's pins through the hardware layer."""
     chip = board["chip"]
-    if chip == "sim":
-        from wattnode.meters.sim import SimMeter
-        return SimMeter(hw.clock, cfg.get("sim", {}).get("profile", "constant"))
-    if chip in ("bl0937", "hlw8012"):
-        from wattnode.meters.bl0937 import BL0937
-        return BL0937(board, hw, cal)
-    if chip in ("cse7766", "hlw8032"):
-        from wattnode.meters.cse7766 import CSE7766
-        return CSE7766(board, hw, cal)
-    if chip == "bl0942":
-        from wattnode.meters.bl0942 import BL0942
-        return BL0942(board, hw, cal)
-    raise ValueError("board %r: no driver for chip %r" % (board.get("name"), chip))
+    driver = DRIVERS.get(chip)
+    if driver is None:
+        raise ValueError("board %r: no driver for chip %r" % (board.get("name"), chip))
+    module, name = driver
+    return getattr(__import__(module, None, None, (name,)), name)(board, hw, cal)

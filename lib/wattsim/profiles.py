@@ -1,9 +1,10 @@
 """profiles.py - load profiles for simulated plugs, shaped on the seed's own SP3S measurements.
 
 A profile is a pure function of time: power_dw(t_s) gives the power in 0.1 W during second t_s
-(seconds since 2020-01-01 UTC, the wire epoch), with integer arithmetic only, so MicroPython on
-the simulated plug and CPython in the tests compute the very same values and a test can say
-exactly what every slot must hold. Times of day are UTC.
+(seconds since 2020-01-01 UTC, the wire epoch), with integer arithmetic only, every value
+below 2**30, so MicroPython on the simulated plug (64- or 32-bit) and CPython in the tests
+compute the very same values and a test can say exactly what every slot must hold. Times of
+day are UTC.
 
   washer     1 h 45 min program daily at 08:00 (and 17:30 on odd days): fill, ~2200 W heating
              for 25 min, tumbling at 30-150 W, rinse, ~500 W spin at the end; 0.8 W standby
@@ -20,11 +21,22 @@ current follows from power, voltage and the appliance's power factor.
 _DAY = 86400
 
 
+def _round(h, k):
+    h = (h * 0x5BD1 + k) & 0x7FFF  # h and 0x5BD1 below 2**15: the product below 2**30
+    return h ^ h >> 7
+
+
 def _hash(x):
-    """A deterministic scramble of x to 0..0x7FFFFFFF (the same on every Python)."""
-    x = (x * 1103515245 + 12345) & 0x7FFFFFFF
-    x ^= x >> 13
-    return (x * 69069 + 1) & 0x7FFFFFFF
+    """A deterministic scramble of x (0 <= x < 2**30) to 0..2**30-1, the same on every Python:
+    four rounds of a Feistel network on two 15-bit halves, so every intermediate is a small
+    int even on a 32-bit port (a heap-locked test of a 32-bit build allocates nothing)."""
+    lo = x & 0x7FFF
+    hi = x >> 15 & 0x7FFF
+    lo ^= _round(hi, 0x1D3)
+    hi ^= _round(lo, 0x2F1)
+    lo ^= _round(hi, 0x0B7)
+    hi ^= _round(lo, 0x3C9)
+    return hi << 15 | lo
 
 
 def _noise(t, amp):
@@ -125,4 +137,8 @@ class Profile:
         return self._fn(t)
 
     def current_ma(self, power_dw, voltage_cv):
-        return power_dw * 1000000 // (voltage_cv * self._pf_pct)
+        """power_dw * 10**6 // (voltage_cv * power factor %), exactly, with every intermediate
+        a small int for loads up to 10.7 kW."""
+        scaled = power_dw * 10000
+        q = scaled // voltage_cv  # not divmod(): its tuple would be a heap object
+        return (q * 100 + (scaled - q * voltage_cv) * 100 // voltage_cv) // self._pf_pct

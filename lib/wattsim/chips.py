@@ -1,6 +1,6 @@
-"""hw/simchips.py - simulated metering chips: real frames and pulse trains from a load profile.
+"""chips.py - simulated metering chips: real frames and pulse trains from a load profile.
 
-Each chip measures a Profile (profiles.py) on the node's virtual clock, at millisecond
+Each chip measures a Profile (profiles.py) on the node's virtual clock (clock.py), at millisecond
 resolution, and speaks as the real chip does, so the drivers in meters/ parse on the unix port
 exactly what they would parse on a plug:
   bl0937, hlw8012   CF pulses = energy / quantum on a counter; CF1 pulses at a rate set by the
@@ -10,7 +10,7 @@ exactly what they would parse on a plug:
                     drops new bytes when full, like the ESP32's; CF pulse counter in the frame
   bl0942            a 23-byte reply to each 58 AA request, 24-bit CF_CNT inside
 
-Faults, from config.json "sim": {"faults": {...}} or set on the chip by a test:
+Faults, from sim.json's "faults" (tools/simnode --faults) or set on the chip by a test:
   noise_every N     stray bytes before every Nth frame or reply
   checksum_every N  every Nth frame or reply has a wrong checksum
   partial_every N   every Nth frame or reply is cut off half-way
@@ -20,10 +20,10 @@ Faults, from config.json "sim": {"faults": {...}} or set on the chip by a test:
   wrap              the chip's energy counter starts just short of its wrap
   storm_hz          the pulse counters see this extra rate (interference)
   error             {"power": 1.03, ...}: the chip reads that much high (for calibration)
-The load, the counters and the UART buffer they are built from are in hw/simparts.py.
+The load, the counters and the UART buffer they are built from are in parts.py.
 """
 
-from wattnode.hw.simparts import SimCounter, SimUART, Truth, put24be, put24le
+from wattsim.parts import SimCounter, SimUART, Truth, put24be, put24le
 
 # the faults above and the JSON type each takes (tools/simnode checks --faults against them)
 FAULTS = {"noise_every": int, "checksum_every": int, "partial_every": int, "flags_every": int,
@@ -40,7 +40,7 @@ class _Chip:
     def __init__(self, clock, profile, board, faults):
         self.clock = clock
         self.board = board
-        self.truth = Truth(profile, clock.time_ms(), faults.get("error", {}))
+        self.truth = Truth(profile, clock.start_s, clock.time_ms(), faults.get("error", {}))
         self.silent = bool(faults.get("silent"))
         self.storm_hz = faults.get("storm_hz", 0)
         self.noise_every = faults.get("noise_every", 0)
@@ -216,9 +216,10 @@ class SimBL0942(_Chip):
         p = self._packet
         tr = self.truth
         p[0] = 0x55
-        put24le(p, 1, tr.current_ma(t) * 251213 // 1000)
+        i_rms = _times_251213_over_1000(tr.current_ma(t))
+        put24le(p, 1, i_rms)
         put24le(p, 4, tr.voltage_cv(t) * 15873 // 100)
-        put24le(p, 7, tr.current_ma(t) * 251213 // 1000)
+        put24le(p, 7, i_rms)
         put24le(p, 10, (tr.power_dw(t) * 596 // 10) & 0xFFFFFF)
         put24le(p, 13, self.pulses(BL0942_COUNT_UJ100, self._offset) & 0xFFFFFF)
         p[16] = 20000 & 0xFF  # FREQ: 10**6 / 50 Hz
@@ -230,6 +231,11 @@ class SimBL0942(_Chip):
             total += p[j]
         p[22] = (~total + (1 if self._every(self.checksum_every, k) else 0)) & 0xFF
         uart.push(p, 10 if self._every(self.partial_every, k) else 23)
+
+
+def _times_251213_over_1000(current_ma):
+    """current_ma * 251213 // 1000 (the BL0942's current register), exactly, in small ints."""
+    return current_ma * 251 + current_ma * 213 // 1000
 
 
 def create(chip, clock, profile, board, faults, pin):

@@ -1,18 +1,22 @@
-"""hw/simparts.py - what the simulated chips are made of: the load they measure (Truth), a
-hardware pulse counter (SimCounter), and a UART as the driver sees it (SimUART).
+"""parts.py - what the simulated chips are made of: the load they measure (Truth), a hardware
+pulse counter (SimCounter), and a UART as the driver sees it (SimUART).
 
-Integers only (the unix port's small ints are 63-bit), so the drivers' no-allocation tests can
-run against them. Simulation only: a plug never imports this module.
+Integers only, so the drivers' no-allocation tests can run against them: times are node ms
+since the run began (clock.time_ms()), small ints on a 32-bit port too; energies are too
+once a run has counted more than 2**30 x 100 uJ (30 Wh), which only long runs do.
 """
 
-from wattnode.profiles import Profile, voltage_cv
+from wattsim.profiles import Profile, voltage_cv
 
 
 class Truth:
-    """What the load really does: power, voltage, current, and energy since `start_ms`."""
+    """What the load really does at node time t_ms: power, voltage, current, and the energy
+    since `start_ms`. origin_s is the true second (since the wire epoch) at t_ms = 0: the
+    profile is a function of true time."""
 
-    def __init__(self, profile, start_ms, error):
+    def __init__(self, profile, origin_s, start_ms, error):
         self.profile = Profile(profile)
+        self._origin_s = origin_s
         self._err_p = int(error.get("power", 1.0) * 4096)
         self._err_v = int(error.get("voltage", 1.0) * 4096)
         self._err_i = int(error.get("current", 1.0) * 4096)
@@ -21,16 +25,16 @@ class Truth:
         self._acc = -self._p(s) * (start_ms % 1000)  # so that energy(start_ms) == 0
 
     def _p(self, s):
-        return self.profile.power_dw(s) * self._err_p >> 12
+        return self.profile.power_dw(self._origin_s + s) * self._err_p >> 12
 
     def power_dw(self, t_ms):
         return self._p(t_ms // 1000)
 
     def voltage_cv(self, t_ms):
-        return voltage_cv(t_ms // 1000) * self._err_v >> 12
+        return voltage_cv(self._origin_s + t_ms // 1000) * self._err_v >> 12
 
     def current_ma(self, t_ms):
-        s = t_ms // 1000
+        s = self._origin_s + t_ms // 1000
         return self.profile.current_ma(self.profile.power_dw(s), voltage_cv(s)) * self._err_i >> 12
 
     def energy_uj100(self, t_ms):

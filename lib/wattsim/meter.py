@@ -1,0 +1,39 @@
+"""meter.py - a meter that measures a simulated appliance exactly: the driver of chip "sim".
+
+Covers: the simulated board (boards/sim.json). Each poll integrates the profile (profiles.py)
+second by second from the previous poll up to the clock's current whole second of true time
+(the load follows true time, whatever the plug's RTC says), so a window's energy is exactly
+the sum of the profile's per-second power over it, whatever the polling rhythm, and the mean
+voltage and current are the means of the per-second values. That exactness is what lets the
+end-to-end tests compute every stored slot independently.
+"""
+
+from wattnode.meters import Meter
+from wattsim.profiles import Profile, voltage_cv
+
+
+class SimMeter(Meter):
+    poll_ms = 0  # exact at any polling rhythm: polled at slot ends only, so fast runs stay fast
+
+    def __init__(self, clock, profile):
+        super().__init__()
+        self._clock = clock
+        self.profile = Profile(profile)
+        self._t = clock.true_s()
+
+    def poll(self):
+        now = self._clock.true_s()
+        t = self._t
+        while t < now:
+            p = self.profile.power_dw(t)
+            v = voltage_cv(t)
+            i = self.profile.current_ma(p, v)
+            self._add(p, v, i)  # p (0.1 W) for one second is p deci-joules
+            self.power_dw = p
+            t += 1
+        self._t = t
+
+
+def create(board, hw, cal):
+    """meters.DRIVERS["sim"]: the simulated board's profile, measured on its clock."""
+    return SimMeter(hw.clock, hw.profile)
