@@ -42,15 +42,13 @@ import time
 
 import paho.mqtt.client as mqtt
 
-from wattlog.commit import Committer
 from wattlog.complaints import Complaints
-from wattlog.ingest import MAX_AGE_S, NODE_ID, Ingest
-from wattlog.ingest import feeds as ingest_feeds
+from wattlog.ingest import MAX_AGE_S, NODE_ID
 from wattlog.mqtt import client_for, parse_broker
-from wattlog.nodes import Nodes, parse_ack
-from wattlog.phpfina import Feed, FeedError
+from wattlog.nodes import parse_ack
 from wattlog.provision import COLLECTOR
 from wattlog.rollup import FLUSH_S
+from wattlog.store import Store
 from wattnode import wire
 
 log = logging.getLogger("wattlog")
@@ -68,12 +66,10 @@ class Collector:
         self.status_interval_s = status_interval_s
         self.base_topic = base_topic
         self.complaints = Complaints()
-        # locks and checks the data directory, changes nothing yet: recover() runs once the
-        # broker's retained acks are known (recover(), when the start-up marker comes back)
-        self.committer = Committer(data_dir, self.complaints, recover=False)
-        self.nodes = None
-        self.ingest = Ingest(self.complaints, self._feed_interval, Nodes({}, self.complaints),
-                             max_future_s=max_future_s, max_age_s=max_age_s)
+        # locks and checks the data directory, changes nothing yet: store.recover() runs once
+        # the broker's retained acks are known (recover(), when the start-up marker comes back)
+        self.store = Store(data_dir, self.complaints, max_future_s, max_age_s)
+        self.committer, self.ingest = self.store.committer, self.store.ingest
         self._retained = {}     # node -> the retained ack the broker holds (start-up only)
         self._held_back = []    # (topic, payload) that came before recover(): taken after it
         self._marker = None     # start-up: when it comes back, the retained acks are in
@@ -96,10 +92,6 @@ class Collector:
         self._connected_at = 0.0
         self._quick_drops = 0
 
-    def _feed_interval(self, node):
-        entry = self.committer.registry.find(node, "power")
-        return entry["interval"] if entry else None
-
     # -- MQTT --------------------------------------------------------------------------------
 
     def _on_connect(self, client, userdata, flags, reason_code, properties):
@@ -112,7 +104,7 @@ class Collector:
         self._connected_at = time.monotonic()
         base = self.base_topic
         client.subscribe([("%s/+/readings" % base, 1), ("%s/+/status" % base, 1)])
-        if self.nodes is None:
+        if not self.store.recovered:
             # Start-up: the acks the broker retains (what the plugs were told, to check
             # commit.json against), then a marker on an ack topic no plug reads. mosquitto
             # queues a subscription's retained messages and later publishes to the same client
@@ -134,14 +126,13 @@ class Collector:
         log.info("the broker retains acks for %d plugs; checking the data against them",
                  len(retained))
         try:
-            self.committer.recover(retained)
+            self.store.recover(retained)
         except OSError as e:
             log.error("cannot make %s agree with what was acknowledged (%s); stopping with "
                       "nothing changed past that point", self.committer.data_dir, e)
             self.failed = True
             self._stop = True
             return
-        self.nodes = self.ingest.nodes = Nodes(self.committer.nodes, self.complaints)
         self.client.unsubscribe("%s/+/ack" % self.base_topic)
         self._retained = None
         held, self._held_back = self._held_back, []
@@ -153,7 +144,7 @@ class Collector:
     def _marker_overdue(self, now):
         """The marker never came back (an ACL that does not let the collector read or write
         <base>/+/ack): start with the acks gathered so far rather than never."""
-        if self.nodes is None and self.connected and self._marker_at is not None \
+        if not self.store.recovered and self.connected and self._marker_at is not None \
                 and now - self._marker_at > MARKER_WAIT_S:
             log.error("no answer on %s within %.0f s: the broker's ACL must let the user %s "
                       "read and write %s/+/ack (is that the collector's login, %s?); starting "
@@ -194,17 +185,15 @@ class Collector:
                 node = topic.split("/")[-2]
                 if ack is not None and NODE_ID.match(node):
                     self._retained[node] = ack
-        elif self.nodes is None:
+        elif not self.store.recovered:
             self._held_back.append((topic, msg.payload))
         else:
             self._readings(topic, msg.payload)
 
     def _readings(self, topic, payload):
-        self.ingest.handle(topic, payload)
-        for node, boot, acked, resend in self.nodes.resends:
-            self._ack(node, wire.encode_resend(boot, acked, resend, int(time.time())),
-                      retain=False)
-        self.nodes.resends.clear()
+        self.store.take(topic, payload)
+        for node, resend in self.store.resends():
+            self._ack(node, resend, retain=False)
 
     def _ack(self, node, payload, retain):
         """payload: one of wattnode.wire's ack payloads, as its encoders make them."""
@@ -216,32 +205,10 @@ class Collector:
             # commit_s: the plug resends what it handed the broker if no ack comes within
             # a few commit intervals (lib/wattnode/link.py); energy_wh: a plug back from a
             # power cut resumes its total from it (lib/wattnode/energy.py)
-            energy = self._last_energy(node)
+            energy = self.store.last_energy(node)
             self._ack(node, wire.encode_clock(int(time.time()), round(self.commit_interval_s),
                                               energy.get("energy_wh", -1),
                                               energy.get("energy_time", 0)), retain=False)
-
-    def _last_energy(self, node):
-        """{"energy_wh", "energy_time"}: the largest energy total of the node held here,
-        pending or on disk (its feed's last value), and its slot's unix time; {} if none."""
-        held = [(kwh, t) for t, kwh in self.ingest.points(node, "energy").items()
-                if kwh == kwh]  # not NaN
-        entry = self.committer.registry.find(node, "energy")
-        if entry is not None:
-            try:
-                feed = self.committer.feeds.get(entry["id"]) or \
-                    Feed.open(self.committer.feed_dir, entry["id"])
-                last = feed.last_value()
-            except (OSError, FeedError) as e:
-                log.warning("cannot read %s's last energy total (%s)", node, e)
-                last = None
-            if last is not None:
-                held.append((last[1], feed.time(last[0])))
-        if not held:
-            return {}
-        kwh, t = max(held)
-        wh = round(kwh * 1000)
-        return {"energy_wh": wh, "energy_time": int(t)} if 0 <= wh < 1 << 30 else {}
 
     def _connect_when_due(self, now):
         if now < self._retry_at:
@@ -283,19 +250,19 @@ class Collector:
                 if time.monotonic() - last_status >= self.status_interval_s:
                     last_status, counted = self._status(last_status, counted)
         finally:
-            clean = self.commit("shutdown") and self.nodes is not None
+            clean = self.commit("shutdown") and self.store.recovered
             if clean:
                 self.flush_summaries("shutdown")
             if self.client.socket() is not None:
                 self.client.disconnect()
                 self.client.loop(timeout=0.5)
-            self.committer.close(clean=clean)
+            self.store.close(clean=clean)
             log.info("stopped after %.0f s: %d readings in %d batches, %d commits%s",
                      time.monotonic() - started, self.ingest.readings, self.ingest.batches,
                      self.committer.commits, self._refused())
 
     def _flush_if_due(self, now):
-        if self.nodes is not None and now - self._flushed_at >= self.summary_interval_s:
+        if self.store.recovered and now - self._flushed_at >= self.summary_interval_s:
             self.flush_summaries("interval")
 
     def flush_summaries(self, why):
@@ -310,7 +277,7 @@ class Collector:
                 step.append(done)
                 log.info("summaries: %d of %d feeds", done, total)
         try:
-            written = self.committer.flush_summaries(progress)
+            written = self.store.flush_summaries(progress)
         except OSError as e:
             log.error("could not write the summaries (%s); queries read the feeds themselves "
                       "until the next try in %.0f s", e, self.summary_interval_s)
@@ -332,26 +299,21 @@ class Collector:
 
     def commit(self, why):
         """Commit what is pending; False if that failed (it stays pending)."""
-        pending, intervals = self.ingest.take()
-        if not pending:
-            return True
-        snapshot = self.nodes.snapshot()
         try:
-            feeds, points, nbytes = self.committer.commit(ingest_feeds(pending), intervals,
-                                                          self.nodes.to_json(snapshot))
+            done = self.store.commit()
         except OSError as e:
             log.error("commit failed (%s); keeping %d plugs' points in memory and trying again "
-                      "in %.0f s", e, len(pending), self.commit_interval_s)
-            self.ingest.restore(pending, intervals)
+                      "in %.0f s", e, len(self.ingest.pending), self.commit_interval_s)
             self._failed_commit_at = time.monotonic()
             return False
         self._failed_commit_at = None
-        acks = self.nodes.confirm(snapshot, self.committer.generation)
-        for node, ack in acks:  # only now: every record below ack["seq"] is on disk
-            self._ack(node, wire.encode_ack(ack["boot"], ack["seq"], ack["time"], ack["commit"]),
-                      retain=True)
-        log.info("commit (%s): %d points to %d feeds, %d bytes; acked %s", why, points, feeds,
-                 nbytes, ", ".join("%s %d" % (n, a["seq"]) for n, a in acks) or "nothing")
+        if done is None:
+            return True
+        for node, _, ack in done.acks:  # only now: every record it covers is on disk
+            self._ack(node, ack, retain=True)
+        log.info("commit (%s): %d points to %d feeds, %d bytes; acked %s", why, done.points,
+                 done.feeds, done.bytes,
+                 ", ".join("%s %d" % (n, seq) for n, seq, _ in done.acks) or "nothing")
         return True
 
     def _status(self, since, counted):

@@ -101,7 +101,7 @@ def memory_state(col):
     c = col.committer
     return (json.dumps(c.registry.entries, sort_keys=True), sorted(c.feeds),
             dict(c.committed), json.dumps(c.nodes, sort_keys=True), c.generation,
-            json.dumps(col.nodes.to_json(), sort_keys=True))
+            json.dumps(col.store.nodes.to_json(), sort_keys=True))
 
 
 @pytest.mark.parametrize("where", ["feeds.json", "sidecar", "new feed", "pwrite", "commit.json"])

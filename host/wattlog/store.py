@@ -1,0 +1,120 @@
+"""store.py - the storage side as the collector service sees it: readings in, acks out.
+
+    store = Store(data_dir, complaints)   # the directory locked and checked, nothing changed
+    store.recover(retained_acks)          # the files made to agree with what plugs were told
+    store.take(topic, payload)            # one readings message: decoded, checked, pending
+    store.resends()                       # the RESEND requests those messages called for
+    done = store.commit()                 # pending -> disk; done.acks: what to publish
+    store.close(clean)
+
+Inside, three parts, each with one concern: ingest.py (payloads -> pending points), nodes.py
+(what each plug sent, so what it may be told), commit.py (pending points -> durable files,
+commit.json). commit() runs them in the one order that makes an ack true: note what each
+plug's acks may say (the state its batches reached), write the points and that state durably,
+then, only after the write has returned, hand back the acks, as wattnode.wire's ACK payloads
+ready to publish (retained). A commit that fails raises OSError with every pending point put
+back and no ack made: nothing was acknowledged, nothing is lost.
+"""
+
+import collections
+import logging
+
+from wattlog.commit import Committer
+from wattlog.ingest import MAX_AGE_S, Ingest
+from wattlog.ingest import feeds as ingest_feeds
+from wattlog.nodes import Nodes
+from wattlog.phpfina import Feed, FeedError
+from wattnode import wire
+
+log = logging.getLogger("wattlog")
+
+Done = collections.namedtuple("Done", "acks feeds points bytes")
+"""A commit that succeeded: acks [(node, seq, ACK payload)], seq being what the ack says is on
+disk below; the feeds written, the distinct points, the bytes."""
+
+
+class Store:
+    def __init__(self, data_dir, complaints, max_future_s=3600, max_age_s=MAX_AGE_S):
+        # locks and checks the data directory, changes nothing yet (commit.py)
+        self.committer = Committer(data_dir, complaints, recover=False)
+        self.complaints = complaints
+        self.nodes = None  # known once recover() has run: the state commit.json holds
+        self.ingest = Ingest(complaints, self._feed_interval, Nodes({}, complaints),
+                             max_future_s=max_future_s, max_age_s=max_age_s)
+
+    @property
+    def recovered(self):
+        return self.nodes is not None
+
+    def _feed_interval(self, node):
+        entry = self.committer.registry.find(node, "power")
+        return entry["interval"] if entry else None
+
+    def recover(self, acks):
+        """The broker's retained acks are known: make the files agree with them (commit.py).
+        OSError: nothing past that point was changed."""
+        self.committer.recover(acks)
+        self.nodes = self.ingest.nodes = Nodes(self.committer.nodes, self.complaints)
+
+    def take(self, topic, payload):
+        """One readings message; the number of readings kept."""
+        return self.ingest.handle(topic, payload)
+
+    def resends(self):
+        """[(node, RESEND payload)] the messages taken since the last call asked for."""
+        out = [(node, wire.encode_resend(boot, acked, resend, int(self.committer.clock())))
+               for node, boot, acked, resend in self.nodes.resends]
+        self.nodes.resends.clear()
+        return out
+
+    def commit(self):
+        """Make what is pending durable; a Done, or None when nothing was pending. OSError:
+        the commit failed and everything it took is pending again."""
+        pending, intervals = self.ingest.take()
+        if not pending:
+            return None
+        snapshot = self.nodes.snapshot()
+        try:
+            feeds, points, nbytes = self.committer.commit(ingest_feeds(pending), intervals,
+                                                          self.nodes.to_json(snapshot))
+        except OSError:
+            self.ingest.restore(pending, intervals)
+            raise
+        acks = [(node, a["seq"], wire.encode_ack(a["boot"], a["seq"], a["time"], a["commit"]))
+                for node, a in self.nodes.confirm(snapshot, self.committer.generation)]
+        return Done(acks, feeds, points, nbytes)
+
+    def pending(self, node, channel):
+        """(unix times, values) of one feed not committed yet (query.Engine's `pending`)."""
+        points = self.ingest.points(node, channel)
+        return (list(points), list(points.values())) if points else None
+
+    def last_energy(self, node):
+        """{"energy_wh", "energy_time"}: the largest energy total of the node held here,
+        pending or on disk (its feed's last value), and its slot's unix time; {} if none."""
+        held = [(kwh, t) for t, kwh in self.ingest.points(node, "energy").items()
+                if kwh == kwh]  # not NaN
+        entry = self.committer.registry.find(node, "energy")
+        if entry is not None:
+            try:
+                feed = self.committer.feeds.get(entry["id"]) or \
+                    Feed.open(self.committer.feed_dir, entry["id"])
+                last = feed.last_value()
+            except (OSError, FeedError) as e:
+                log.warning("cannot read %s's last energy total (%s)", node, e)
+                last = None
+            if last is not None:
+                held.append((last[1], feed.time(last[0])))
+        if not held:
+            return {}
+        kwh, t = max(held)
+        wh = round(kwh * 1000)
+        return {"energy_wh": wh, "energy_time": int(t)} if 0 <= wh < 1 << 30 else {}
+
+    def flush_summaries(self, progress=None):
+        """The summaries up to what is committed (rollup.py); bytes written. OSError: tried
+        again later, queries read the feeds meanwhile."""
+        return self.committer.flush_summaries(progress)
+
+    def close(self, clean=False):
+        self.committer.close(clean=clean)
