@@ -62,6 +62,8 @@ class Store:
 
     def resends(self):
         """[(node, RESEND payload)] the messages taken since the last call asked for."""
+        if not self.nodes.resends:
+            return ()  # nearly always: once per message, kept cheap
         out = [(node, wire.encode_resend(boot, acked, resend, int(self.committer.clock())))
                for node, boot, acked, resend in self.nodes.resends]
         self.nodes.resends.clear()

@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -200,6 +201,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--plugs", type=int, default=50)
     p.add_argument("--batches", type=int, default=400, help="64-reading batches per plug")
+    p.add_argument("--runs", type=int, default=3, help="runs of each (default 3): the median "
+                   "is printed")
     p.add_argument("--profile", metavar="FILE", help="run the collector under cProfile and "
                    "write its statistics here (pstats); skips InfluxDB")
     args = p.parse_args()
@@ -209,21 +212,33 @@ def main():
     payloads, bodies = encode(nodes, args.batches, start)
     readings = args.plugs * args.batches * RECORDS
     work = tempfile.mkdtemp(prefix="wattlog-bench-ingest-")
+    influx = shutil.which("influxd") and not args.profile
     try:
-        print("%d plugs x %d batches x %d readings = %d readings" % (
-            args.plugs, args.batches, RECORDS, readings), flush=True)
+        print("%d plugs x %d batches x %d readings = %d readings; %d runs of each, taken in "
+              "turn (the machine's other work spreads over both)" % (
+                  args.plugs, args.batches, RECORDS, readings, args.runs), flush=True)
         wrap = ["-m", "cProfile", "-o", args.profile] if args.profile else []
-        rate, us, elapsed = run_wattlog(payloads, work, wrap)
-        print("wattlog  %9.0f readings/s to disk (%.1f s), collector CPU %.2f us/reading"
-              % (rate, elapsed, us), flush=True)
+        ours, theirs = [], []
+        for run in range(args.runs):
+            where = os.path.join(work, str(run))
+            os.makedirs(where)
+            rate, us, elapsed = run_wattlog(payloads, where, wrap)
+            ours.append(rate)
+            print("  wattlog  %9.0f readings/s to disk (%.1f s), collector CPU %.2f us/reading"
+                  % (rate, elapsed, us), flush=True)
+            if influx:
+                irate, ielapsed = run_influx(bodies, readings, where)
+                theirs.append(irate)
+                print("  influxdb %9.0f readings/s (%.1f s, 1.6, 4 fields a line, batches of "
+                      "10,000)" % (irate, ielapsed), flush=True)
+        print("wattlog  %9.0f readings/s (median)" % statistics.median(ours))
         if args.profile:
             print("profile: %s (python -m pstats; the figures above include cProfile's "
                   "overhead)" % args.profile)
-        elif shutil.which("influxd"):
-            irate, ielapsed = run_influx(bodies, readings, work)
-            print("influxdb %9.0f readings/s (%.1f s, 1.6, 4 fields a line, batches of 10,000)"
-                  % (irate, ielapsed))
-            print("ratio    %9.2f  (wattlog / InfluxDB)" % (rate / irate))
+        elif theirs:
+            print("influxdb %9.0f readings/s (median)" % statistics.median(theirs))
+            print("ratio    %9.2f  (wattlog / InfluxDB, medians)"
+                  % (statistics.median(ours) / statistics.median(theirs)))
         else:
             print("influxdb: not installed (apt-get install influxdb) - no comparison")
     except BaseException:
