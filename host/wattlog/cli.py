@@ -1,9 +1,16 @@
 """cli.py - the wattlog command: one function per verb; errors are one line that says what to do.
 
   wattlog collect --broker mqtt://USER@HOST:PORT --password-file FILE --data DIR
-                  [--commit-interval S]
+                  [--commit-interval S] [--listen HOST:PORT [--http-token-file FILE]
+                  [--operator-password-file FILE]]      the HTTP API (api.py) on HOST:PORT
+  wattlog collect --config /etc/wattlog/wattlog.toml [any flag above: it wins] (settings.py)
+  wattlog collect ... --influx URL [--influx-schema default|sp3s] [--influx-password-file F]
+                  [--influx-name NODE=MEASUREMENT]   follow the files into InfluxDB (sink.py;
+                                                     or the config's [influx] table)
+  wattlog influx backfill --data DIR --influx URL [--since T] ...   send what is there already
+  wattlog install-service --config FILE [--print]   the systemd unit, its user (service.py)
   wattlog feeds   --data DIR
-  wattlog nodes   --data DIR
+  wattlog nodes   --data DIR [--json]
   wattlog plug    on|off|toggle|status NODE --broker mqtt://USER@HOST:PORT --password-file FILE
   wattlog provision --dir DIR --broker-host HOST [--port N] [--listen ADDR] [--tls] NODE...
 Broker URLs: mqtt://... or, with TLS, mqtts://... and --ca CA.crt (wattlog provision makes one).
@@ -12,6 +19,9 @@ command line, where `ps` shows it (a password in the URL still works, but shows)
   wattlog export  --data DIR --feed NODE/CHANNEL|ID [--start T] [--end T] [--format csv|json]
   wattlog repair  --data DIR [--force]      rebuild a damaged feeds.json (phpfina/<id>.json)
   wattlog rebuild --data DIR                recompute the query summaries (summaries/)
+  wattlog energy  --data DIR [--by day|week|month|year] [--tariff 0.30 | --tariff
+                  day=0.32,night=0.22,night_hours=22-06] [--currency EUR]
+                  [--timezone ZONE] [--from T] [--to T]    kWh and cost per plug (energy.py)
 
 Times (T) are unix seconds, an ISO 8601 date or date-time (UTC unless it names a zone), or a
 time before now: now-24h, now-90m, now-7d (or --start=-24h).
@@ -20,7 +30,6 @@ time before now: now-24h, now-90m, now-7d (or --start=-24h).
 import argparse
 import errno
 import json
-import logging
 import os
 import sys
 import time
@@ -30,9 +39,7 @@ import numpy as np
 from wattlog import __version__
 from wattlog.commit import Committer, StartError
 from wattlog.feeds import Registry, RegistryError
-from wattlog.ingest import MAX_AGE_S
 from wattlog.phpfina import FeedError, Feed
-from wattlog.rollup import FLUSH_S
 from wattlog.times import UTC, duration, iso, parse_time, zone
 
 PASSWORD_ENV = "WATTLOG_MQTT_PASSWORD"
@@ -88,22 +95,144 @@ def _check_broker(args):
     return password
 
 
+def _collect_settings(args):
+    """The config file's settings (or the defaults), with every flag given in their place."""
+    from wattlog import settings
+    if args.config is None and args.data is None:
+        raise CliError("give --config FILE (e.g. /etc/wattlog/wattlog.toml) or --data DIR")
+    s = settings.load(args.config) if args.config else settings.Settings()
+    settings.check_files(settings.Settings(http_token_file=args.http_token_file,
+                                           operator_password_file=args.operator_password_file))
+    s = settings.override(s, broker=args.broker, password_file=args.password_file, ca=args.ca,
+                          data_dir=args.data, base_topic=args.base_topic,
+                          client_id=args.client_id, commit_interval_s=args.commit_interval,
+                          summary_interval_s=args.summary_interval,
+                          status_interval_s=args.status_interval,
+                          max_future_s=args.max_future, max_age_s=args.max_age,
+                          http_listen=args.listen, http_token_file=args.http_token_file,
+                          operator_password_file=args.operator_password_file,
+                          influx_url=args.influx, influx_schema=args.influx_schema,
+                          influx_password_file=args.influx_password_file,
+                          influx_timeout_s=args.influx_timeout)
+    args.broker, args.password_file = s.broker, s.password_file  # what _check_broker reads
+    # what _influx reads: the config's [influx], each flag given in its place; a name
+    # given with --influx-name wins over the config's for that node
+    args.influx, args.influx_schema = s.influx_url, s.influx_schema
+    args.influx_password_file, args.influx_timeout = s.influx_password_file, s.influx_timeout_s
+    args.influx_name = ["%s=%s" % kv for kv in (s.influx_names or {}).items()] + args.influx_name
+    return s
+
+
 def cmd_collect(args):
     from wattlog.collector import Collector  # paho is only needed here
+    s = _collect_settings(args)
     password = _check_broker(args)
-    os.makedirs(args.data, exist_ok=True)
+    os.makedirs(s.data_dir, exist_ok=True)
     try:
-        collector = Collector(args.data, args.broker, commit_interval_s=args.commit_interval,
-                              base_topic=args.base_topic, client_id=args.client_id,
-                              status_interval_s=args.status_interval,
-                              max_future_s=args.max_future, max_age_s=args.max_age,
-                              ca=args.ca, password=password,
-                              summary_interval_s=args.summary_interval)
+        collector = Collector(s.data_dir, s.broker, commit_interval_s=s.commit_interval_s,
+                              base_topic=s.base_topic, client_id=s.client_id,
+                              status_interval_s=s.status_interval_s,
+                              max_future_s=s.max_future_s, max_age_s=s.max_age_s,
+                              ca=s.ca, password=password,
+                              summary_interval_s=s.summary_interval_s,
+                              http_listen=s.http_listen, http_read_open=s.http_read_open,
+                              http_token_file=s.http_token_file,
+                              operator_password_file=s.operator_password_file,
+                              timezone=s.timezone, tariff=s.tariff,
+                              sink=_influx_sink(args, s.data_dir, s.max_age_s))
     except (ValueError, RegistryError, StartError) as e:
         raise CliError(str(e)) from None
+    if collector.http is not None:  # the sink's lag and points sent in /metrics
+        collector.http.api.metrics.sink = collector.sink
     collector.run()
     if collector.failed:
         raise CliError("stopped: see the error above")
+
+
+def _influx(args):
+    """(Writer, Schema) from the --influx flags (influx.py); CliError in words."""
+    from wattlog.influx import TIMEOUT_S, InfluxError, configure
+    try:
+        return configure(args.influx, args.influx_schema or "default",
+                         args.influx_password_file, args.influx_name,
+                         args.influx_timeout or TIMEOUT_S)
+    except InfluxError as e:
+        raise CliError(str(e)) from None
+
+
+def _influx_sink(args, data_dir, max_age_s):
+    """The InfluxDB sink the collector starts, or None without --influx."""
+    if not args.influx:
+        return None
+    from wattlog.sink import Sink
+    writer, schema = _influx(args)
+    return Sink(data_dir, writer, schema, horizon_s=max_age_s + 3600)
+
+
+def cmd_influx_backfill(args):
+    """Every committed point from --since on into InfluxDB, with a progress bar (sink.py)."""
+    from wattlog.influx import WriteFailed
+    from wattlog.sink import backfill
+    data = _data_dir(args.data)
+    writer, schema = _influx(args)
+    try:
+        since = parse_time(args.since) if args.since else None
+    except argparse.ArgumentTypeError as e:
+        raise CliError(str(e)) from None
+    tty = sys.stderr.isatty()
+    said = [-1, 0]  # the tenth and the points last said
+
+    def progress(done, total, sent):
+        tenth = done * 10 // max(total, 1)
+        if tty:
+            bar = "#" * (done * 30 // max(total, 1))
+            sys.stderr.write("\rbackfill [%-30s] %3d%% %d points" % (bar, done * 100 // max(total, 1),
+                                                                     sent))
+        elif tenth > said[0] or (done == total and sent > said[1]):  # and the last batch
+            said[:] = [tenth, sent]
+            sys.stderr.write("backfill: %d%% (%d points)\n" % (tenth * 10, sent))
+    t0 = time.monotonic()
+    try:
+        sent = backfill(data, writer, schema, since, progress)
+    except WriteFailed as e:
+        raise CliError("%s; run it again (points already sent are only written again)" % e) \
+            from None
+    except (RegistryError, FeedError, ValueError) as e:
+        raise CliError(str(e)) from None
+    finally:
+        if tty:
+            sys.stderr.write("\n")
+    print("sent %d points to %s in %.1f s (schema %s)" % (sent, writer.target,
+                                                        time.monotonic() - t0, schema.name))
+
+
+def _influx_flags(p, required=False):
+    p.add_argument("--influx", required=required, metavar="URL",
+                   help="InfluxDB to follow the files into: influx://[USER@]HOST[:PORT]/DATABASE"
+                        "[?rp=POLICY] (1.x) or influxv2://HOST[:PORT]/ORG/BUCKET (2.x, 3.x); "
+                        "influxs:// and influxv2s:// for HTTPS")
+    p.add_argument("--influx-schema", choices=("default", "sp3s"),
+                   help="default (the default): measurement per channel, tag node, field "
+                        "value; sp3s: measurement = plug name, field usage = power W (the "
+                        "SP3S setup's)")
+    p.add_argument("--influx-password-file", metavar="FILE",
+                   help="the 1.x user's password, or the 2.x/3.x token (first line)")
+    p.add_argument("--influx-name", action="append", default=[], metavar="NODE=MEASUREMENT",
+                   help="sp3s: the measurement a plug writes to (default its node id)")
+    p.add_argument("--influx-timeout", type=float, metavar="S",
+                   help="seconds to wait for InfluxDB's answer (default 10)")
+
+
+def cmd_install_service(args):
+    """The systemd unit for the config, its user, enabled and started (service.py)."""
+    from wattlog import service, settings
+    try:
+        if args.print:
+            print(service.unit_text(settings.load(args.config), service.executable()), end="")
+        else:
+            service.install(args.config)
+    except service.ServiceError as e:
+        raise CliError(str(e)) from None
 
 
 def cmd_feeds(args):
@@ -148,16 +277,22 @@ def cmd_nodes(args):
     if problem:
         raise CliError("%s is damaged (%s); the collector keeps every feed as it is and writes "
                        "a new one at its next start" % (path, problem))
-    nodes = state.get("nodes", {})
-    if not nodes:
+    found = [{"node": node, "last_seen": st.get("last_seen"), "boot": st["boot"],
+              "boots": st.get("boots", 1), "acked_seq": st["seq"], "gaps": st.get("gaps", 0),
+              "lost": st.get("lost", 0), "ring_drops": st.get("dropped", 0)}
+             for node, st in sorted(state.get("nodes", {}).items())]
+    if args.json:  # the table's columns, for programs: unix seconds, whole numbers
+        print(json.dumps(found))
+        return
+    if not found:
         print("no node has been acknowledged yet in %s" % args.data)
         return
     rows = [("node", "last seen", "boot", "boots", "acked seq", "gaps", "lost readings",
              "ring drops")]
-    for node, st in sorted(nodes.items()):
-        rows.append((node, iso(st["last_seen"]) if st.get("last_seen") else "-",
-                     "%08x" % st["boot"], str(st.get("boots", 1)), str(st["seq"]),
-                     str(st.get("gaps", 0)), str(st.get("lost", 0)), str(st.get("dropped", 0))))
+    for n in found:
+        rows.append((n["node"], iso(n["last_seen"]) if n["last_seen"] else "-",
+                     "%08x" % n["boot"], str(n["boots"]), str(n["acked_seq"]), str(n["gaps"]),
+                     str(n["lost"]), str(n["ring_drops"])))
     _print_table(rows)
 
 
@@ -305,34 +440,116 @@ def cmd_export(args):
         sys.stderr.write("\rexport: done      \n")
 
 
+def cmd_energy(args):
+    """kWh (and cost) per plug per local period, with totals: energy.energy_table, printed."""
+    from wattlog.energy import EnergyError, Tariff, energy_table
+    _data_dir(args.data)
+    try:
+        tariff = Tariff.parse(args.tariff, args.currency) if args.tariff else None
+        tz = zone(args.timezone)
+        start = parse_time(args.start, tz=tz) if args.start else None
+        end = parse_time(args.end, tz=tz) if args.end else None
+        table = energy_table(args.data, args.by, args.timezone, tariff, start, end)
+    except (EnergyError, argparse.ArgumentTypeError) as e:
+        raise CliError(str(e)) from None
+    for note in table["notes"]:
+        print("note: " + note, file=sys.stderr)
+    if not table["plugs"]:
+        print("no energy feeds yet in %s" % args.data)
+        return
+    print(energy_text(table))
+
+
+def energy_text(table):
+    """The table as text: a row per period, kWh (and cost) per plug, then the totals."""
+    def num(x, digits):
+        return "-" if x is None else "%.*f" % (digits, x)
+    cost = table["tariff"] is not None
+    head = [table["by"]]
+    for plug in table["plugs"]:
+        head += [plug["node"] + " kWh"] + ([table["tariff"]["currency"]] if cost else [])
+    head += ["total kWh"] + (["total " + table["tariff"]["currency"]] if cost else [])
+    rows = [head]
+    lines = table["plugs"] + [dict(table["totals"], node="total")]
+    for k, period in enumerate(table["periods"]):
+        row = [period["label"] + ("" if period["hours"] in (24, 168) or table["by"] in
+                                  ("month", "year") else " (%gh)" % period["hours"])]
+        for line in lines:
+            row.append(num(line["kwh"][k], 3))
+            if cost:
+                row.append(num(line["cost"][k], 2))
+        rows.append(row)
+    total = ["total"]
+    for line in lines:
+        total.append(num(line["total_kwh"], 3))
+        if cost:
+            total.append(num(line["total_cost"], 2))
+    rows.append(total)
+    share = ["share"] + sum(([num(None if p["total_share"] is None else 100 * p["total_share"],
+                                  1) + "%"] + ([""] if cost else []) for p in table["plugs"]), [])
+    rows.append(share + [""] * (len(head) - len(share)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    return "\n".join("  ".join(c.rjust(w) if i else c.ljust(w)
+                               for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+                     for r in rows)
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="wattlog", description="Local power metering collector.")
     p.add_argument("--version", action="version", version="wattlog " + __version__)
     sub = p.add_subparsers(dest="verb", required=True)
 
-    c = sub.add_parser("collect", help="receive readings over MQTT and store them")
-    c.add_argument("--broker", default="mqtt://127.0.0.1:1883",
-                   help="mqtt://[USER@]HOST[:PORT] (default %(default)s)")
+    c = sub.add_parser("collect", help="receive readings over MQTT and store them",
+                       description="Every setting comes from its flag if given, else from "
+                                   "--config, else from its default.")
+    c.add_argument("--config", metavar="FILE",
+                   help="the settings file, e.g. /etc/wattlog/wattlog.toml (settings.py; "
+                        "wattlog provision writes one)")
+    c.add_argument("--broker", help="mqtt://[USER@]HOST[:PORT] (default mqtt://127.0.0.1:1883)")
     c.add_argument("--password-file", metavar="FILE",
                    help="the broker password (else $%s)" % PASSWORD_ENV)
-    c.add_argument("--data", required=True, help="data directory (created if missing)")
-    c.add_argument("--commit-interval", type=float, default=300.0, metavar="S",
+    c.add_argument("--data", help="data directory (created if missing; needed without "
+                                   "--config)")
+    c.add_argument("--commit-interval", type=float, metavar="S",
                    help="seconds readings may wait in memory before they are written "
-                        "(default %(default)s)")
-    c.add_argument("--base-topic", default="wattlog")
+                        "(default 300)")
+    c.add_argument("--base-topic", help="(default wattlog)")
     c.add_argument("--ca", help="CA certificate file for an mqtts:// broker")
-    c.add_argument("--client-id", default="wattlog-collector")
-    c.add_argument("--status-interval", type=float, default=60.0, metavar="S",
-                   help="seconds between status lines in the log (default %(default)s)")
-    c.add_argument("--max-future", type=int, default=3600, metavar="S",
-                   help="refuse readings stamped more than S seconds ahead (default %(default)s)")
-    c.add_argument("--summary-interval", type=duration, default=FLUSH_S, metavar="S",
+    c.add_argument("--client-id", help="(default wattlog-collector)")
+    c.add_argument("--status-interval", type=float, metavar="S",
+                   help="seconds between status lines in the log (default 60)")
+    c.add_argument("--max-future", type=int, metavar="S",
+                   help="refuse readings stamped more than S seconds ahead (default 3600)")
+    c.add_argument("--summary-interval", type=duration, metavar="S",
                    help="how often the query summaries are written (default 6h; each write "
                         "is a page per feed and level, so rarely is kinder to an SD card)")
-    c.add_argument("--max-age", type=duration, default=MAX_AGE_S, metavar="AGE",
+    c.add_argument("--max-age", type=duration, metavar="AGE",
                    help="refuse readings older than this: seconds or 36h, 7d (default 7d; never "
                         "less than a plug's ring holds)")
+    c.add_argument("--listen", metavar="HOST:PORT",
+                   help="serve the HTTP API there (e.g. 127.0.0.1:8080; default: no HTTP)")
+    c.add_argument("--http-token-file", metavar="FILE",
+                   help="the token HTTP actions (relay, commands) need (`wattlog provision` "
+                        "makes one); without it they are refused")
+    c.add_argument("--operator-password-file", metavar="FILE",
+                   help="wattlog-operator's broker password: HTTP actions log in as it")
+    _influx_flags(c)
     c.set_defaults(func=cmd_collect)
+
+    x = sub.add_parser("influx", help="InfluxDB: send what the data directory holds already")
+    xb = x.add_subparsers(dest="influx_verb", required=True).add_parser(
+        "backfill", help="send every committed point (from --since on) to InfluxDB")
+    xb.add_argument("--data", required=True)
+    xb.add_argument("--since", metavar="T", help="first time: now-30d, unix seconds, "
+                                                "2026-11-01 (default: each feed's start)")
+    _influx_flags(xb, required=True)
+    xb.set_defaults(func=cmd_influx_backfill)
+
+    i = sub.add_parser("install-service", help="run the collector as a systemd service")
+    i.add_argument("--config", required=True, metavar="FILE",
+                   help="the collector's settings, e.g. /etc/wattlog/wattlog.toml")
+    i.add_argument("--print", action="store_true", help="print the unit and change nothing")
+    i.set_defaults(func=cmd_install_service)
 
     f = sub.add_parser("feeds", help="list the feeds in a data directory")
     f.add_argument("--data", required=True)
@@ -340,6 +557,7 @@ def build_parser():
 
     n = sub.add_parser("nodes", help="per node: last seen, boot, acked seq, gaps, ring drops")
     n.add_argument("--data", required=True)
+    n.add_argument("--json", action="store_true", help="a JSON list, one object per node")
     n.set_defaults(func=cmd_nodes)
 
     g = sub.add_parser("plug", help="switch a plug or show its state")
@@ -374,6 +592,19 @@ def build_parser():
     b.add_argument("--data", required=True)
     b.set_defaults(func=cmd_rebuild)
 
+    w = sub.add_parser("energy", help="kWh and cost per plug per day, week, month or year")
+    w.add_argument("--data", required=True)
+    w.add_argument("--by", choices=("day", "week", "month", "year"), default="day")
+    w.add_argument("--tariff", metavar="PRICES",
+                   help="a price per kWh (0.30), or day=0.32,night=0.22,night_hours=22-06")
+    w.add_argument("--currency", default="EUR", help="the tariff's currency (default EUR)")
+    w.add_argument("--timezone", default="UTC", metavar="ZONE",
+                   help="the zone whose days count, e.g. Europe/Berlin (default UTC)")
+    w.add_argument("--from", dest="start", metavar="T",
+                   help="first time (default: the first reading); periods cover it whole")
+    w.add_argument("--to", dest="end", metavar="T", help="end time, exclusive (default: now)")
+    w.set_defaults(func=cmd_energy)
+
     e = sub.add_parser("export", help="print one feed as CSV or JSON")
     e.add_argument("--data", required=True)
     e.add_argument("--feed", required=True, help="NODE/CHANNEL (e.g. plug-1/power) or a feed id")
@@ -391,13 +622,17 @@ def build_parser():
 
 
 def main(argv=None):
+    from wattlog.service import CONFIG_EXIT, setup_logging
+    from wattlog.settings import SettingsError
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(message)s")
+    setup_logging()
     try:
         args.func(args)
     except CliError as e:
         sys.exit("wattlog %s: %s" % (args.verb, e))
+    except SettingsError as e:  # a refused config: systemd does not restart the service
+        print("wattlog %s: %s" % (args.verb, e), file=sys.stderr)
+        sys.exit(CONFIG_EXIT)
     except BrokenPipeError:
         sys.stderr.close()  # `wattlog export ... | head` is not an error
     except OSError as e:  # a file or directory the command cannot use: say which, in words

@@ -48,6 +48,7 @@ from wattlog.mqtt import client_for, parse_broker
 from wattlog.nodes import parse_ack
 from wattlog.provision import COLLECTOR
 from wattlog.rollup import FLUSH_S
+from wattlog.service import Notifier
 from wattlog.store import Store
 from wattnode import wire
 
@@ -59,13 +60,16 @@ MARKER_WAIT_S = 15.0
 class Collector:
     def __init__(self, data_dir, broker_url, commit_interval_s=300.0, base_topic="wattlog",
                  client_id="wattlog-collector", status_interval_s=60.0, max_future_s=3600,
-                 max_age_s=MAX_AGE_S, ca=None, password=None, summary_interval_s=FLUSH_S):
+                 max_age_s=MAX_AGE_S, ca=None, password=None, summary_interval_s=FLUSH_S,
+                 http_listen=None, http_read_open=True, http_token_file=None,
+                 operator_password_file=None, timezone="UTC", tariff=None, sink=None):
         self.commit_interval_s = commit_interval_s
         self.summary_interval_s = summary_interval_s
         self._flushed_at = time.monotonic()
         self.status_interval_s = status_interval_s
         self.base_topic = base_topic
         self.complaints = Complaints()
+        self.notifier = Notifier()  # systemd's notify protocol, when it runs us (service.py)
         # locks and checks the data directory, changes nothing yet: store.recover() runs once
         # the broker's retained acks are known (recover(), when the start-up marker comes back)
         self.store = Store(data_dir, self.complaints, max_future_s, max_age_s)
@@ -91,6 +95,18 @@ class Collector:
         self._failed_commit_at = None
         self._connected_at = 0.0
         self._quick_drops = 0
+        self.sink = sink  # the InfluxDB sink (sink.py): its own thread, from recover() on
+        self.http = self.watch = None
+        if http_listen:  # the HTTP API (api.py): its own thread, started by run()
+            from wattlog import api
+            self.watch = api.PlugWatch(base_topic)
+            self.http = api.serve(self.store, self.watch, http_listen, broker_url, ca,
+                                  http_read_open, http_token_file, operator_password_file,
+                                  timezone, tariff, base_topic, on_failure=self._http_failed)
+
+    def _http_failed(self):
+        self.failed = True
+        self._stop = True
 
     # -- MQTT --------------------------------------------------------------------------------
 
@@ -104,6 +120,8 @@ class Collector:
         self._connected_at = time.monotonic()
         base = self.base_topic
         client.subscribe([("%s/+/readings" % base, 1), ("%s/+/status" % base, 1)])
+        if self.watch is not None:  # the plugs' state, log and firmware, for the HTTP API
+            client.subscribe(self.watch.topics())
         if not self.store.recovered:
             # Start-up: the acks the broker retains (what the plugs were told, to check
             # commit.json against), then a marker on an ack topic no plug reads. mosquitto
@@ -140,6 +158,9 @@ class Collector:
             self._readings(topic, payload)
         self.flush_summaries("start-up")  # new or stale summaries made now, with progress
         log.info("listening on %s/+/readings", self.base_topic)
+        self.notifier.started(self)
+        if self.sink is not None:
+            self.sink.start()
 
     def _marker_overdue(self, now):
         """The marker never came back (an ACL that does not let the collector read or write
@@ -172,6 +193,8 @@ class Collector:
             topic = msg.topic
         except UnicodeDecodeError:
             self.complaints("bad-node", "ignored a message whose topic is not UTF-8")
+            return
+        if self.watch is not None and self.watch.take(topic, msg.payload):
             return
         if topic.endswith("/status"):
             self._on_status(topic, msg.payload)
@@ -238,6 +261,8 @@ class Collector:
         log.info("collecting into %s, committing every %.0f s", self.committer.data_dir,
                  self.commit_interval_s)
         try:
+            if self.http is not None and not self.http.start():
+                self.failed = self._stop = True  # it cannot listen: api.py said why
             while not self._stop:
                 now = time.monotonic()
                 if self.client.socket() is None:
@@ -247,9 +272,15 @@ class Collector:
                 self._marker_overdue(time.monotonic())
                 self._commit_if_due(time.monotonic())
                 self._flush_if_due(time.monotonic())
+                self.notifier.tick(self)
                 if time.monotonic() - last_status >= self.status_interval_s:
                     last_status, counted = self._status(last_status, counted)
         finally:
+            self.notifier.stopping(self)
+            if self.sink is not None:
+                self.sink.stop()
+            if self.http is not None:
+                self.http.stop()  # no request reads the files while they are closed
             clean = self.commit("shutdown") and self.store.recovered
             if clean:
                 self.flush_summaries("shutdown")

@@ -91,6 +91,7 @@ class Committer:
         self.committed = {}   # id -> committed npoints
         self.nodes = {}
         self.commits = 0
+        self.commit_s = 0.0   # the time those commits took (metrics.py)
         self.recovered = False
         if recover:
             self.recover({})
@@ -265,6 +266,7 @@ class Committer:
             raise
 
     def _commit(self, pending, intervals, nodes, made, sidecars):
+        started = time.monotonic()
         plan, added = [], []
         stale = dict(self.stale)
         for (node, channel), values in sorted(pending.items()):
@@ -309,6 +311,7 @@ class Committer:
         self._save(committed, stale)
         self.committed, self.stale = committed, stale
         self.commits += 1
+        self.commit_s += time.monotonic() - started
         return len(written), points, nbytes
 
     def _save(self, committed=None, stale=None, clean=False):

@@ -49,9 +49,9 @@ NAN = float("nan")
 # wire.RECORD_FMT ("<IiIHH") as a numpy record: the batch's records are read where they lie
 RECORD = np.dtype([("t_s", "<u4"), ("power_dw", "<i4"), ("energy_wh", "<u4"),
                    ("voltage_cv", "<u2"), ("current_ma", "<u2")])
-# the pending value arrays' columns, in feeds.CHANNELS' order; scale: raw units per unit
-_FIELDS = (("power_dw", wire.POWER_MISSING, 10.0), ("voltage_cv", wire.U16_MISSING, 100.0),
-           ("current_ma", wire.U16_MISSING, 1000.0), ("energy_wh", wire.ENERGY_MISSING, 1000.0))
+# the pending value arrays' columns, in feeds.CHANNELS' order: (field, missing, raw units
+# per unit), wire's table
+_FIELDS = wire.FIELDS
 
 
 CHANNEL_INDEX = {name: i for i, (name, _) in enumerate(CHANNELS)}  # a column of _FIELDS each
@@ -159,12 +159,12 @@ class Ingest:
         """Points pending for the node with the most (an upper bound on any feed's)."""
         return max(self.counts.values(), default=0)
 
-    def points(self, node, channel):
-        """{slot time: value} pending for one feed, later values winning (for people and
-        tests; commits use take())."""
+    def points(self, node, channel, pending=None):
+        """{slot time: value} pending for one feed, later values winning (for people, tests
+        and queries; commits use take()); `pending`: chunks take() handed out instead."""
         i = CHANNEL_INDEX[channel]
         out = {}
-        for times, values in self.pending.get(node, ()):
+        for times, values in list((self.pending if pending is None else pending).get(node, ())):
             out.update(zip(times.tolist(), values[:, i].tolist()))
         return out
 

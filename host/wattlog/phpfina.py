@@ -154,11 +154,12 @@ class Feed:
             out[:got] = np.frombuffer(raw[:got * VALUE_SIZE], dtype=_VALUE)
         return out
 
-    def last_value(self, max_slots=1 << 18):
+    def last_value(self, max_slots=1 << 18, before=None):
         """(slot, value) of the last slot that holds a value (not NaN), looking back at most
-        max_slots slots from the end, a 4 KiB page at a time; None if there is none."""
+        max_slots slots from the end (or from slot `before`), a 4 KiB page at a time; None if
+        there is none."""
         page = 4096 // VALUE_SIZE
-        stop = self.npoints()
+        stop = self.npoints() if before is None else min(before, self.npoints())
         floor = max(stop - max_slots, 0)
         while stop > floor:
             first = max(stop - page, floor)

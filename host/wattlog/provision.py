@@ -13,6 +13,11 @@ port, listen address and TLS, so a later run need not repeat them):
   mosquitto.conf       a listener (all interfaces, or --listen ADDR) that refuses anonymous
                        clients, ties each client id to its user name and uses the two files
   nodes/<node>/config.json   what goes on the plug's flash (broker host, port, user, password)
+  http.token           the token the HTTP API's actions (relay, commands) need (0600)
+  wattlog.toml         the collector's settings (settings.py): the broker's URL, its password
+                       file, the HTTP side; relative paths, so systemd can hand the files over
+                       (service.py). Both are made once and then kept: no token or password
+                       is ever a default, and an edited config is never overwritten
   with --tls: ca.crt, ca.key (a CA made here, 10 years), server.crt, server.key (the broker,
   for --broker-host), the listener on 8883 with them, and "ca": "ca.crt" in the node configs
   (copy ca.crt onto the plug too).
@@ -36,7 +41,8 @@ user in credentials.json but the three programs' is a node):
                       homeassistant/device/<node>/config; read wattlog/<node>/relay/set, cmd,
                       ack, state (its own, after a power cut) and homeassistant/status
   wattlog-collector   read wattlog/+/readings, status and ack (the retained acks, at start-up);
-                      write wattlog/+/ack
+                      write wattlog/+/ack; for its HTTP API (api.py) read wattlog/+/state
+                      and log and homeassistant/device/+/config (the firmware version)
   wattlog-operator    `wattlog plug`: read wattlog/+/status and state; write wattlog/+/relay/set
                       and wattlog/+/cmd
   homeassistant       read wattlog/+/status and state; write wattlog/+/relay/set; readwrite
@@ -55,6 +61,7 @@ import secrets
 import shlex
 import shutil
 import subprocess
+import zoneinfo
 
 from wattlog import durable
 from wattlog.feeds import NODE_ID
@@ -64,6 +71,8 @@ OPERATOR = "wattlog-operator"
 HOMEASSISTANT = "homeassistant"
 CLIENTS = (COLLECTOR, OPERATOR, HOMEASSISTANT)
 BROKER_GROUP = "mosquitto"
+TOKEN_FILE = "http.token"
+CONFIG_FILE = "wattlog.toml"
 BROKER_FILES = ("passwd", "acl", "mosquitto.conf")  # what mosquitto reads, with the TLS files
 TLS_BROKER_FILES = ("server.key", "server.crt", "ca.crt")
 
@@ -73,6 +82,9 @@ topic read %(base)s/+/readings
 topic read %(base)s/+/status
 topic read %(base)s/+/ack
 topic write %(base)s/+/ack
+topic read %(base)s/+/state
+topic read %(base)s/+/log
+topic read %(ha)s/device/+/config
 
 user %(operator)s
 topic read %(base)s/+/status
@@ -167,6 +179,9 @@ def provision(directory, nodes, broker_host, port=None, tls=False, listen=None, 
     for user in CLIENTS:
         durable.write_bytes(password_file(directory, user), (creds[user] + "\n").encode(),
                             mode=0o600)
+    if _create_once(os.path.join(directory, TOKEN_FILE),
+                    (secrets.token_urlsafe(32) + "\n").encode()):
+        progress("new HTTP token in %s" % os.path.join(directory, TOKEN_FILE))
     _write_passwd(tool, os.path.join(directory, "passwd"), creds, shared, gid, progress)
     names = {"collector": COLLECTOR, "operator": OPERATOR, "homeassistant": HOMEASSISTANT,
              "base": base, "ha": ha_prefix}
@@ -204,7 +219,81 @@ def provision(directory, nodes, broker_host, port=None, tls=False, listen=None, 
                   "ca": "ca.crt" if tls else None}
         durable.write_json(os.path.join(node_dir, "config.json"),
                            {"node_id": node, "base_topic": base, "broker": broker}, mode=0o600)
+    config = os.path.join(directory, CONFIG_FILE)
+    url = broker_url(COLLECTOR, _collector_host(broker_host, listen, tls), port, tls)
+    if not _create_once(config, collector_config(config, url, tls, base).encode()) and moved:
+        progress("%s is yours and is kept as it is: set broker = \"%s\" in it" % (config, url))
     return creds
+
+
+def _create_once(path, data):
+    """A new file at `path` (0600 from the start), complete or not at all; False, and the file
+    left alone, if there is one already."""
+    tmp = path + ".new"
+    with durable.create(tmp, 0o600) as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        os.link(tmp, path)  # fails if path exists: never a half-written or replaced file
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+    durable.fsync_dir(os.path.dirname(os.path.abspath(path)))
+    return True
+
+
+def _local_zone():
+    """This machine's IANA zone name (from /etc/localtime), or UTC."""
+    name = os.path.realpath("/etc/localtime").partition("/zoneinfo/")[2]
+    try:
+        zoneinfo.ZoneInfo(name)
+        return name
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return "UTC"
+
+
+def collector_config(path, url, tls, base="wattlog"):
+    """wattlog.toml for a collector that logs in as wattlog-collector (settings.py)."""
+    return """# wattlog.toml - the collector's settings: wattlog collect --config %(path)s
+# Written once by `wattlog provision`; yours to edit, it is never rewritten. Every key may be
+# left out (settings.py lists them and their defaults); a command-line flag wins over it.
+# Relative file names are read from this file's directory. After changing which files it
+# names, run `sudo wattlog install-service --config %(path)s` again.
+broker = "%(url)s"
+password_file = "%(password)s"
+%(ca)sbase_topic = "%(base)s"
+data = "/var/lib/wattlog"
+commit_interval = 300        # seconds readings may wait in memory before they are written
+summary_interval = "6h"      # how often the query summaries are written
+timezone = "%(zone)s"      # whose days, weeks and months the energy figures count
+
+[http]
+listen = "127.0.0.1:8080"    # "0.0.0.0:8080" serves the LAN
+read_open = true             # reading needs no token (think twice on the LAN); actions do
+token_file = "%(token)s"
+operator_password_file = "%(operator)s"  # relay switching logs in as wattlog-operator
+
+# [tariff]                   # for the cost of the energy figures
+# currency = "EUR"
+# price = 0.30               # per kWh; or day and night prices:
+# day_price = 0.32
+# night_price = 0.22
+# night_start = "22:00"
+# night_end = "06:00"
+""" % {"path": os.path.abspath(path), "url": url,
+       "password": os.path.basename(password_file("", COLLECTOR)),
+       "ca": 'ca = "ca.crt"\n' if tls else "", "base": base, "zone": _local_zone(),
+       "token": TOKEN_FILE, "operator": os.path.basename(password_file("", OPERATOR))}
+
+
+def _collector_host(host, listen, tls):
+    """The broker's address as a client on this machine uses it: the listen address when the
+    broker listens on one address only (without TLS: a certificate names broker_host)."""
+    if listen and not tls and listen not in ("0.0.0.0", "::"):
+        return listen
+    return host
 
 
 def _mosquitto_conf(directory, port, listen, tls):
@@ -322,9 +411,9 @@ def broker_url(user, host, port, tls=False):
 
 def main_text(creds, directory, host, port, tls, listen=None):
     """What to do next; names the password files, never shows a password."""
-    if listen and not tls and listen not in ("0.0.0.0", "::"):
-        host = listen  # the broker listens there only
+    host = _collector_host(host, listen, tls)
     ca = " --ca %s" % shlex.quote(os.path.join(directory, "ca.crt")) if tls else ""
+    config = os.path.join(directory, CONFIG_FILE)
 
     def login(user):
         return "--broker %s --password-file %s%s" % (
@@ -332,11 +421,16 @@ def main_text(creds, directory, host, port, tls, listen=None):
     text = ("provisioned %d nodes in %s\n"
             "  broker config: %s (copy it into /etc/mosquitto/conf.d/ and restart mosquitto)\n"
             "  collector: wattlog collect %s --data DATA\n"
+            "  or, with its settings in %s: wattlog collect --config %s\n"
+            "  as a service: sudo wattlog install-service --config %s\n"
+            "  HTTP token (for relay switching and commands): %s\n"
             "  switching: wattlog plug status NODE %s\n"
             "  Home Assistant: MQTT user %s, password in %s\n"
             "  node configs: %s"
             % (len([u for u in creds if u not in CLIENTS]), directory,
-               os.path.join(directory, "mosquitto.conf"), login(COLLECTOR), login(OPERATOR),
+               os.path.join(directory, "mosquitto.conf"), login(COLLECTOR),
+               os.path.join(directory, CONFIG_FILE), shlex.quote(config),
+               shlex.quote(config), os.path.join(directory, TOKEN_FILE), login(OPERATOR),
                HOMEASSISTANT, password_file(directory, HOMEASSISTANT),
                os.path.join(directory, "nodes", "<node>", "config.json")))
     command = broker_access_command(directory)

@@ -41,6 +41,7 @@ class Store:
         self.nodes = None  # known once recover() has run: the state commit.json holds
         self.ingest = Ingest(complaints, self._feed_interval, Nodes({}, complaints),
                              max_future_s=max_future_s, max_age_s=max_age_s)
+        self._taken = None  # what a commit in progress took from ingest: pending()
 
     @property
     def recovered(self):
@@ -72,8 +73,10 @@ class Store:
     def commit(self):
         """Make what is pending durable; a Done, or None when nothing was pending. OSError:
         the commit failed and everything it took is pending again."""
+        self._taken = self.ingest.pending  # still seen by pending() until on disk
         pending, intervals = self.ingest.take()
         if not pending:
+            self._taken = None
             return None
         snapshot = self.nodes.snapshot()
         try:
@@ -82,13 +85,21 @@ class Store:
         except OSError:
             self.ingest.restore(pending, intervals)
             raise
+        finally:
+            self._taken = None
         acks = [(node, a["seq"], wire.encode_ack(a["boot"], a["seq"], a["time"], a["commit"]))
                 for node, a in self.nodes.confirm(snapshot, self.committer.generation)]
         return Done(acks, feeds, points, nbytes)
 
     def pending(self, node, channel):
-        """(unix times, values) of one feed not committed yet (query.Engine's `pending`)."""
+        """(unix times, values) of one feed not committed yet (query.Engine's `pending`).
+        Safe from another thread (the HTTP side): while a commit writes what it took, those
+        points are still seen here, so a chart's right edge never has a hole. The order
+        matters: ingest's pending first, then what a commit took (set before it takes)."""
         points = self.ingest.points(node, channel)
+        taken = self._taken
+        if taken is not None:
+            points = {**self.ingest.points(node, channel, taken), **points}
         return (list(points), list(points.values())) if points else None
 
     def last_energy(self, node):

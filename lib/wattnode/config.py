@@ -23,11 +23,17 @@ config.json, on the flash root:
                "power_points": [[measured_w, true_w], ...]}   see calib.py
 board.json, on the flash root: a copy of boards/<plug>.json (name, hal, chip, pins, ring_kib).
 
-A value of the wrong type or out of range is replaced by its default and reported in words; an
+A value of the wrong type or out of range is replaced by its default and reported; an
 unreadable file counts as empty. The node always starts: it reports the problems on its log
-topic instead of boot-looping. A secret's value (a key named like password, key, token or
-secret: wifi.password, broker.password) is never in a problem: its key and what is wrong are.
-broker.user, broker.password and broker.ca are strings or null.
+topic instead of boot-looping. check() reports each problem as a tuple (FILE, KEY, WHAT,
+FALLBACK), e.g. ("config.json", "interval_s", "interval_s = 0 is outside 1..3600", "using
+10"): WHAT names the key and what is wrong with its value, FALLBACK what the node does
+instead. Each view words them its own way: say() for the boot log and the REPL
+("config.json: interval_s = 0 is outside 1..3600; using 10"; load() gives its problems so),
+about() for an edit of one key (commands.py: WHAT, then "nothing changed"). A secret's value
+(a key named like password, key, token or secret: wifi.password, broker.password) is never in
+a problem: its key and what is wrong are. broker.user, broker.password and broker.ca are
+strings or null.
 """
 
 import json
@@ -104,6 +110,12 @@ def _secret(key):
     return False
 
 
+def say(problem):
+    """A check() problem in words: '<file>: <what>; <fallback>'."""
+    path, _, what, fallback = problem
+    return "%s: %s; %s" % (path, what, fallback)
+
+
 def _wrong(key, value, should):
     """'<key> must be <should>, not <value>', the value left out for a secret."""
     if _secret(key):
@@ -111,63 +123,69 @@ def _wrong(key, value, should):
     return "%s must be %s, not %r" % (key, should, value)
 
 
-def _check(key, value, default, problems):
+def _check(path, key, value, default, problems):
     if default is None:
         if key in _STR_OR_NULL and value is not None and not isinstance(value, str):
-            problems.append(_wrong(key, value, "a string or null") + "; using null")
+            problems.append((path, key, _wrong(key, value, "a string or null"), "using null"))
             return None
         return value
     if isinstance(default, dict):
         if not isinstance(value, dict):
-            problems.append("%s must be an object; using defaults" % key)
+            problems.append((path, key, "%s must be an object" % key, "using defaults"))
             return dict(default)
         merged = dict(default)
         for k in value:
-            merged[k] = _check(key + "." + k, value[k], default.get(k), problems) \
+            merged[k] = _check(path, key + "." + k, value[k], default.get(k), problems) \
                 if k in default else value[k]
         return merged
     if type(value) is not type(default):
-        problems.append(_wrong(key, value, "a " + type(default).__name__) + "; using %r"
-                        % (default,))
+        problems.append((path, key, _wrong(key, value, "a " + type(default).__name__),
+                         "using %r" % (default,)))
         return default
     choices = _CHOICES.get(key)
     if choices and value not in choices:
-        problems.append("%s = %r must be one of %s; using %r" % (key, value, ", ".join(choices), default))
+        problems.append((path, key, "%s = %r must be one of %s" % (key, value, ", ".join(choices)),
+                         "using %r" % (default,)))
         return default
     lo_hi = _RANGES.get(key)
     if lo_hi and not lo_hi[0] <= value <= lo_hi[1]:
-        problems.append("%s = %r is outside %d..%d; using %r" % (key, value, lo_hi[0], lo_hi[1], default))
+        problems.append((path, key, "%s = %r is outside %d..%d" % (key, value, lo_hi[0], lo_hi[1]),
+                         "using %r" % (default,)))
         return default
     return value
 
 
 def load(path, problems):
-    """config.json with defaults filled in; appends what was wrong to `problems`."""
-    return load_dict(read_json(path, problems), problems)
-
-
-def load_dict(raw, problems):
-    """A config dict checked and completed with defaults (repl.config() checks edits so)."""
-    found = []
-    cfg = _load_dict(raw, found)
-    problems.extend("config.json: " + p for p in found)
+    """config.json with defaults filled in; appends what was wrong to `problems`, in words."""
+    cfg, found = check(read_json(path, problems), path)
+    for p in found:
+        problems.append(say(p))
     return cfg
 
 
-def _load_dict(raw, problems):
+def about(problems, key):
+    """The WHAT of each check() problem with `key` (or a key inside it: broker.port for
+    broker): what an edit of that one key would make wrong."""
+    inside = key + "."
+    return [what for _, k, what, _ in problems if k == key or k.startswith(inside)]
+
+
+def check(raw, path="config.json"):
+    """(config, problems): a config dict checked and completed with defaults, and what was
+    wrong as (FILE, KEY, WHAT, FALLBACK) tuples (repl.config() and commands check edits so)."""
+    problems = []
     cfg = {}
     for key in DEFAULTS:
-        cfg[key] = _check(key, raw[key], DEFAULTS[key], problems) if key in raw \
+        cfg[key] = _check(path, key, raw[key], DEFAULTS[key], problems) if key in raw \
             else (dict(DEFAULTS[key]) if isinstance(DEFAULTS[key], dict) else DEFAULTS[key])
     for key in raw:
         if key not in DEFAULTS:
-            problems.append("config key %r is unknown and ignored" % key)
+            problems.append((path, key, "config key %r is unknown" % key, "ignored"))
     if cfg["node_id"] is not None and not valid_node_id(cfg["node_id"]):
-        problems.append("node_id %r must be 1-32 of a-z 0-9 _ -; using the MAC-derived id"
-                        % (cfg["node_id"],))
+        problems.append((path, "node_id", "node_id %r must be 1-32 of a-z 0-9 _ -"
+                         % (cfg["node_id"],), "using the MAC-derived id"))
         cfg["node_id"] = None
-    bad = calib.check(cfg["calibration"])
-    if bad:
-        problems.extend(b + "; running uncalibrated" for b in bad)
+    for b in calib.check(cfg["calibration"]):
+        problems.append((path, "calibration", b, "running uncalibrated"))
         cfg["calibration"] = {}
-    return cfg
+    return cfg, problems

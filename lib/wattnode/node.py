@@ -16,9 +16,26 @@ settles when the collector answers "online" (with the last energy it holds for t
 SETTLE_MS after connecting without an answer, or at once when it has no total of its own and
 the broker retains no state of it (a new plug). Until then it publishes no state and sends no
 readings, and keeps measuring; settling raises the records it holds to the resumed total.
+
+status() is what the node is, knows and has done, as one flat dict of JSON values: the one
+model every view formats (the info command's answer, the summary line a clean stop prints,
+repl.status(), start.py's crash text). Its keys (None where not known yet):
+  node board chip boot interval_s uptime_s    what runs, since when
+  time time_from                              wall time (unix s) and where it came from
+  first_slot last_slot                        unix s of this boot's first and newest slot
+  power_w voltage_v current_a                 the newest slot's means (None: missing)
+  energy_wh energy_from energy_settled flash_writes   the total and its checkpoints
+  relay                                       "ON" / "OFF"
+  capacity produced unacked unsent never_sent dropped   the ring, in readings
+  link_up connects batches bytes_sent acks resends bad_acks last_error   the link
+  commands bad_commands                       messages on cmd and relay/set; refused ones
+  meter_faults heap_free                      {fault kind: count}; bytes
+It allocates (a dict, floats): it is called rarely, never on the sampling path.
 """
 
+import gc
 import json
+import sys
 import time
 from binascii import hexlify
 
@@ -88,6 +105,8 @@ class Node:
         self._state_ms = time.ticks_add(time.ticks_ms(), -_STATE_MIN_MS)
         self._first_slot = -1
         self._held = False
+        self.commands = 0      # messages taken on cmd and relay/set
+        self.bad_commands = 0  # of them refused (said on the log)
 
     def _begin(self, now, boot_ticks):
         """The wall time is known: start slotting (with the readings held since boot)."""
@@ -203,27 +222,33 @@ class Node:
         if not force and time.ticks_diff(now, self._state_ms) < _STATE_MIN_MS:
             return  # under a fast clock, do not flood the broker with retained states
         s = self.sampler
+        power_w, voltage_v, current_a, energy_kwh = wire.units(s.power_dw, s.voltage_cv,
+                                                               s.current_ma, s.energy_wh)
         if self.link.state({
             "time": s.last_slot + wire.EPOCH_UNIX,
-            "power": None if s.power_dw == wire.POWER_MISSING else s.power_dw / 10,
-            "voltage": None if s.voltage_cv == wire.U16_MISSING else s.voltage_cv / 100,
-            "current": None if s.current_ma == wire.U16_MISSING else s.current_ma / 1000,
-            "energy": s.energy_wh / 1000,
+            "power": power_w,
+            "voltage": voltage_v,
+            "current": current_a,
+            "energy": energy_kwh,
             "relay": "ON" if self.controls.on else "OFF",
         }):
             self._state_ms = now
 
     def on_relay(self, msg):
+        self.commands += 1
         msg = msg.strip().upper()
         if msg in (b"ON", b"OFF", b"TOGGLE"):
             self.controls.set(not self.controls.on if msg == b"TOGGLE" else msg == b"ON")
             self.publish_state(True)
         else:
+            self.bad_commands += 1
             self.link.log("relay/set: %r is not ON, OFF or TOGGLE; relay unchanged" % msg)
 
     def on_cmd(self, msg):
         from wattnode import commands  # loaded on the first command: most plugs never get one
-        commands.handle(self, msg)
+        self.commands += 1
+        if not commands.handle(self, msg):
+            self.bad_commands += 1
 
     def on_clock(self, t):
         """The collector's answer to "online" carries its clock (link.py)."""
@@ -302,25 +327,38 @@ class Node:
         if self.sampler.last_slot >= 0:  # a state with a slot's values, not an empty one
             self.publish_state(True)
         self.energy.checkpoint(self.sampler.energy_wh, self.sampler.rem_dj, self.hw.clock.time_s())
-        print("summary " + json.dumps(self.summary()))
+        st = self.status()
+        print("summary ", end="")
+        json.dump(st, sys.stdout)  # written as it goes: the line is never whole in the heap
+        print()
         self.link.close()
 
-    def summary(self):
+    def status(self):
+        """The node's status (the module docstring lists the keys)."""
+        s, ring, link, energy = self.sampler, self.ring, self.link, self.energy
+        now = self.keeper.now()
+        power_w, voltage_v, current_a, _ = wire.units(s.power_dw, s.voltage_cv, s.current_ma,
+                                                      wire.ENERGY_MISSING)
         return {
-            "node": self.node_id,
-            "interval_s": self.sampler.interval_s,
-            "first_slot": self._first_slot + wire.EPOCH_UNIX,
-            "last_slot": self.sampler.last_slot + wire.EPOCH_UNIX,
-            "produced": self.ring.next,
-            "dropped": self.ring.dropped,
-            "unsent": self.ring.unsent(),
-            "unacked": self.ring.count(),
-            "batches": self.link.batches,
-            "acks": self.link.acks,
-            "resends": self.link.resends,
-            "bad_acks": self.link.bad_acks,
-            "bytes_sent": self.link.bytes_sent,
-            "energy_wh": self.sampler.energy_wh,
-            "energy_from": self.energy.source,
-            "flash_writes": self.energy.writes,
+            "node": self.node_id, "board": self.board_name, "chip": self.chip,
+            "boot": self.boot, "interval_s": s.interval_s, "uptime_s": self.uptime_s(),
+            "time": _unix(now), "time_from": self.keeper.source,
+            "first_slot": _unix(self._first_slot), "last_slot": _unix(s.last_slot),
+            "power_w": power_w, "voltage_v": voltage_v, "current_a": current_a,
+            "energy_wh": s.energy_wh, "energy_from": energy.source,
+            "energy_settled": energy.settled, "flash_writes": energy.writes,
+            "relay": "ON" if self.controls.on else "OFF",
+            "capacity": ring.capacity, "produced": ring.next, "unacked": ring.count(),
+            "unsent": ring.unsent(), "never_sent": ring.next - link.sent_top,
+            "dropped": ring.dropped,
+            "link_up": link.up, "connects": link.connects, "batches": link.batches,
+            "bytes_sent": link.bytes_sent, "acks": link.acks, "resends": link.resends,
+            "bad_acks": link.bad_acks, "last_error": link.last_error,
+            "commands": self.commands, "bad_commands": self.bad_commands,
+            "meter_faults": dict(zip(meters.FAULTS, self.meter.faults)), "heap_free": gc.mem_free(),
         }
+
+
+def _unix(t_s):
+    """A node time (seconds since the wire epoch, -1: none) as unix seconds, or None."""
+    return t_s + wire.EPOCH_UNIX if t_s >= 0 else None

@@ -12,7 +12,10 @@ every helper here renews the hold, and start() carries on.
 The helpers work in safe mode and after Ctrl-C has stopped the node: they read config.json,
 board.json and the state files on the flash and, when the node has run in this session, its
 live state (start.node: the ring, the meter, the relay).
-  status()                    what the node is, knows and last did
+  status(json=False)          what the node is, knows and last did, in words; with json=True
+                              one line "status {...}" for programs: the node's status()
+                              (node.py lists its keys; none but "node" when it has not run)
+                              with "crashes" and "config" (the config problems, in words)
   start()                     carry on with the stopped node: its ring, energy and relay as
                               they were (Ctrl-C stops it again)
   relay(on=None)              show or switch the relay (the state is kept for "restore")
@@ -26,7 +29,7 @@ live state (start.node: the ring, the meter, the relay).
   reboot(safe=False)          checkpoint the energy total and reset (into safe mode if asked)
 """
 
-import json
+import json as _json
 import os
 import time
 
@@ -64,44 +67,50 @@ def _board():
     return cfgfile.read_json(BOARD, [])
 
 
-def status():
+def status(json=False):
     cfg, problems = _cfg()
     board = _board()
     node = _node()
     from wattnode.start import crash_count
-    print("node       %s" % (cfg["node_id"] or (node.node_id if node else "(from the MAC)")))
+    free = _mem_free()  # collected first: what is free, not what is not collected yet
+    st = node.status() if node else {"node": cfg["node_id"], "heap_free": free}
+    st["crashes"] = crash_count()
+    st["config"] = problems
+    if json:
+        print("status " + _json.dumps(st))
+        return
+    print("node       %s" % (st["node"] or "(from the MAC)"))
     print("board      %s, chip %s%s" % (board.get("name"), board.get("chip"),
                                          "" if board.get("verified") else " (pins unverified)"))
     print("broker     %s:%d, every %d s" % (cfg["broker"]["host"], cfg["broker"]["port"], cfg["interval_s"]))
     if node:
-        s = node.sampler
-        print("time       %s (%s)" % (node.keeper.now() + wire.EPOCH_UNIX if node.keeper.known
-                                      else "not known yet", node.keeper.source))
-        print("last slot  %s W, %s V, %s A at %d" % (
-            None if s.power_dw == wire.POWER_MISSING else s.power_dw / 10,
-            None if s.voltage_cv == wire.U16_MISSING else s.voltage_cv / 100,
-            None if s.current_ma == wire.U16_MISSING else s.current_ma / 1000,
-            s.last_slot + wire.EPOCH_UNIX))
+        print("time       %s (%s)" % (st["time"] or "not known yet", st["time_from"]))
+        print("last slot  %s W, %s V, %s A at %s" % (st["power_w"], st["voltage_v"],
+                                                     st["current_a"], st["last_slot"]))
         print("energy     %.3f kWh (resumed from %s), %d flash checkpoints"
-              % (s.energy_wh / 1000, node.energy.source, node.energy.writes))
-        print("relay      %s" % ("ON" if node.controls.on else "OFF"))
+              % (st["energy_wh"] / 1000, st["energy_from"], st["flash_writes"]))
+        print("relay      %s" % st["relay"])
         print("link       %s, %d connects, %d batches, last error %s"
-              % ("up" if node.link.up else "down", node.link.connects, node.link.batches,
-                 node.link.last_error))
+              % ("up" if st["link_up"] else "down", st["connects"], st["batches"],
+                 st["last_error"]))
+        print("commands   %d, %d of them refused" % (st["commands"], st["bad_commands"]))
+        faults = st["meter_faults"]
         from wattnode.meters import FAULTS
-        print("meter      %s" % ", ".join("%s %d" % (k, v) for k, v in zip(FAULTS, node.meter.faults)))
-        ring()
+        print("meter      %s" % ", ".join("%s %d" % (k, faults[k]) for k in FAULTS))
+        print(_ring_line(st))
     else:
         print("the node has not run in this session (safe mode, or before start)")
-    print("crashes    %d in a row%s" % (crash_count(), "; see crash.log" if _exists("crash.log") else ""))
+    print("crashes    %d in a row%s" % (st["crashes"], "; see crash.log" if _exists("crash.log")
+                                        else ""))
     for p in problems:
         print("config     " + p)
-    try:
-        import gc
-        gc.collect()
-        print("memory     %d bytes free" % gc.mem_free())
-    except (ImportError, AttributeError):
-        pass
+    print("memory     %d bytes free" % st["heap_free"])
+
+
+def _mem_free():
+    import gc
+    gc.collect()
+    return gc.mem_free()
 
 
 def _exists(path):
@@ -123,15 +132,19 @@ def relay(on=None):
     return node.controls.on
 
 
+def _ring_line(st):
+    iv = st["interval_s"]
+    return ("ring       %d of %d readings held (%.1f h at %d s), %d dropped since boot, next seq %d"
+            % (st["unacked"], st["capacity"], st["capacity"] * iv / 3600, iv, st["dropped"],
+               st["produced"]))
+
+
 def ring():
     node = _node()
     if node is None:
         print("the node has not run in this session: the ring is empty")
         return
-    r = node.ring
-    iv = node.sampler.interval_s
-    print("ring       %d of %d readings held (%.1f h at %d s), %d dropped since boot, next seq %d"
-          % (r.count(), r.capacity, r.capacity * iv / 3600, iv, r.dropped, r.next))
+    print(_ring_line(node.status()))
 
 
 def readings(n=10):
@@ -145,9 +158,7 @@ def readings(n=10):
     print("time         power W   voltage V  current A  energy kWh")
     for seq in range(max(r.first, r.next - n), r.next):
         t, p, e, v, i = struct.unpack_from(wire.RECORD_FMT, r.buf, r.offset(seq))
-        row = (t + wire.EPOCH_UNIX, None if p == wire.POWER_MISSING else p / 10,
-               None if v == wire.U16_MISSING else v / 100, None if i == wire.U16_MISSING else i / 1000,
-               None if e == wire.ENERGY_MISSING else e / 1000)
+        row = (t + wire.EPOCH_UNIX,) + wire.units(p, v, i, e)
         out.append(row)
         print("%d  %9s  %9s  %9s  %10s" % row)
     return out
@@ -161,20 +172,20 @@ def config(key=None, value=None):
         for secret in ("broker", "wifi"):
             if shown.get(secret, {}).get("password"):
                 shown[secret] = dict(shown[secret], password="***")
-        print(json.dumps(shown))
+        print(_json.dumps(shown))
         return shown
     if value is None:
-        print(json.dumps(cfg.get(key)))
+        print(_json.dumps(cfg.get(key)))
         return cfg.get(key)
     raw = cfgfile.read_json(CONFIG, [])
     raw[key] = value
-    problems = []
-    checked = cfgfile.load_dict(raw, problems)
-    if problems:
-        print("not saved: " + "; ".join(problems))
-        return problems
+    checked, problems = cfgfile.check(raw, CONFIG)
+    said = cfgfile.about(problems, key)  # the rest of config.json was said at boot
+    if said:
+        print("not saved: " + "; ".join(said))
+        return said
     cfgfile.save(raw, CONFIG)
-    print("saved %s = %s; reboot() to apply" % (key, json.dumps(checked[key])))
+    print("saved %s = %s; reboot() to apply" % (key, _json.dumps(checked[key])))
     return []
 
 
@@ -225,7 +236,7 @@ def calibrate(power=None, voltage=None, current=None, point=False, seconds=10):
         return None
     raw["calibration"] = cal
     cfgfile.save(raw, CONFIG)
-    print("saved calibration %s; reboot() to apply" % json.dumps(cal))
+    print("saved calibration %s; reboot() to apply" % _json.dumps(cal))
     return cal
 
 

@@ -23,6 +23,7 @@ safe.py); the counter goes back to 0 once the node has run node.HEALTHY_S withou
 
 import gc
 import io
+import json
 import sys
 
 from wattnode import board as boardfile, config, wire
@@ -95,18 +96,32 @@ def run(node):
         stopped(node)
     except Exception as e:  # the loop must not die quietly: record it, then reset
         hw = node.hw
-        ring = node.ring
-        out = io.StringIO()
-        sys.print_exception(e, out)
-        text = ("crash at node time %d after %d readings from slot %d, %d of them unsent (%d "
-                "never sent):\n%s") % (hw.clock.time_s(), ring.next,
-                                       node._first_slot + wire.EPOCH_UNIX, ring.unsent(),
-                                       ring.next - node.link.sent_top, out.getvalue())
+        text, line = crash_text(node, e)
         print(text)
+        if line:
+            print(line)
         log_crash(text)
         set_crash_count(crash_count() + 1)
         node.energy.checkpoint(node.sampler.energy_wh, node.sampler.rem_dj, hw.clock.time_s())
         hw.reset()
+
+
+def crash_text(node, e):
+    """(what CRASH_LOG keeps of a crash: the readings at stake, in words, and the traceback;
+    the same for programs: "crash " and node.status() as JSON, or None without the heap)."""
+    out = io.StringIO()
+    sys.print_exception(e, out)
+    now_s = node.hw.clock.time_s()
+    gc.collect()  # the dead loop's garbage: room for the status (a MemoryError may be why)
+    try:
+        st = node.status()
+        line = "crash " + json.dumps(st)
+    except MemoryError:
+        return "crash at node time %d (no heap left to count its readings):\n%s" % (
+            now_s, out.getvalue()), None
+    return ("crash at node time %d after %d readings from slot %s, %d of them unsent (%d never "
+            "sent):\n%s") % (now_s, st["produced"], st["first_slot"], st["unsent"],
+                              st["never_sent"], out.getvalue()), line
 
 
 def stopped(node):

@@ -28,6 +28,15 @@ Record (RECORD_SIZE = 16)
   12   2   u16   voltage_cv   mean voltage over the slot, 0.01 V          U16_MISSING
   14   2   u16   current_ma   mean current over the slot, mA              U16_MISSING
 
+In units (units(), FIELDS: the collector's columns, in the channel order power, voltage,
+current, energy): a field divided by its scale, or None (NaN on the collector) where it holds
+its missing value:
+  field        scale   unit   missing
+  power_dw     10      W      POWER_MISSING
+  voltage_cv   100     V      U16_MISSING
+  current_ma   1000    A      U16_MISSING
+  energy_wh    1000    kWh    ENERGY_MISSING
+
 Why integers and a 2020 epoch: on the ESP32 every float result and every int of 2**30 or more
 is a heap object, so the node samples in fixed point and counts time from 2020 (2**30 s after
 2020 is the year 2054). Power is the slot's mean (energy delta / slot length), so the stored
@@ -99,6 +108,11 @@ _ENERGY_WH_MAX = const(0x3FFFFFFF)  # below 2**30: a small int on the node
 
 HEADER_FMT = "<BBHHHIIII"
 RECORD_FMT = "<IiIHH"
+# (record field, missing value, raw units per unit) in the channel order power, voltage,
+# current, energy: the table above, read by units() here and, as numpy columns, by the
+# collector's ingest
+FIELDS = (("power_dw", POWER_MISSING, 10), ("voltage_cv", U16_MISSING, 100),
+          ("current_ma", U16_MISSING, 1000), ("energy_wh", ENERGY_MISSING, 1000))
 
 
 class BatchError(ValueError):
@@ -151,6 +165,13 @@ def decode_header(data):
 def unpack_record(data, i):
     """(t_s, power_dw, energy_wh, voltage_cv, current_ma) of record i of a batch."""
     return struct.unpack_from(RECORD_FMT, data, HEADER_SIZE + i * RECORD_SIZE)
+
+
+def units(power_dw, voltage_cv, current_ma, energy_wh):
+    """(W, V, A, kWh) of a record's fields, each None where the field holds its missing
+    value (FIELDS). Floats: for people and JSON, never on the node's sampling path."""
+    raw = (power_dw, voltage_cv, current_ma, energy_wh)
+    return tuple(None if raw[i] == f[1] else raw[i] / f[2] for i, f in enumerate(FIELDS))
 
 
 class AckError(ValueError):

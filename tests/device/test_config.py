@@ -47,6 +47,28 @@ class TestConfig(unittest.TestCase):
         for word in ("interval_s", "batch_max", "broker.port", "colour", "node_id"):
             self.assertIn(word, text)
 
+    def test_problems_are_structured_and_said_in_words(self):
+        """check() reports (file, key, what, fallback); say() words one as the boot log says
+        it; about() picks what an edit of one key (or of a key inside it) would make wrong."""
+        cfg, problems = config.check({"interval_s": 0, "colour": "red",
+                                      "broker": {"port": "1883"},
+                                      "calibration": {"power_gain": 9}}, "/flash/config.json")
+        self.assertEqual(cfg["interval_s"], 10)
+        self.assertIn(("/flash/config.json", "interval_s", "interval_s = 0 is outside 1..3600",
+                       "using 10"), problems)
+        self.assertEqual(sorted(p[1] for p in problems),
+                         ["broker.port", "calibration", "colour", "interval_s"])
+        said = [config.say(p) for p in problems]
+        self.assertIn("/flash/config.json: interval_s = 0 is outside 1..3600; using 10", said)
+        self.assertIn("/flash/config.json: config key 'colour' is unknown; ignored", said)
+        self.assertIn("/flash/config.json: calibration power_gain = 9 must be a number in "
+                      "0.5..2.0; running uncalibrated", said)
+        self.assertEqual(config.about(problems, "broker"),
+                         ["broker.port must be a int, not '1883'"])
+        self.assertEqual(config.about(problems, "interval_s"),
+                         ["interval_s = 0 is outside 1..3600"])
+        self.assertEqual(config.about(problems, "batch_max"), [])
+
     def test_node_ids(self):
         for good in ("a", "plug-34ea34797bff", "x_y-z", "a" * 32):
             self.assertTrue(config.valid_node_id(good), good)

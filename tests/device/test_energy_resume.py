@@ -85,8 +85,7 @@ class TestEnergyResume(unittest.TestCase):
             with open("energy.json", "w") as f:
                 json.dump({"wh": checkpoint_wh, "rem_dj": 0, "writes": 1,
                            "time": START - wire.EPOCH_UNIX - 7200}, f)
-        cfg = config.load_dict({"node_id": "plug-1", "broker": {"host": "127.0.0.1", "port": 1}},
-                               [])
+        cfg = config.check({"node_id": "plug-1", "broker": {"host": "127.0.0.1", "port": 1}})[0]
         hw = Board(self.board, cfg, {"profile": "constant:3000", "start": START}, FLASH)
         node = Node(cfg, self.board, hw, [], True, Ring(64))
         self.client, self.server = loopback()
@@ -134,7 +133,7 @@ class TestEnergyResume(unittest.TestCase):
         self.assertFalse(node.energy.settled)
         node.on_energy(CUT_WH - 21, START - 40)     # the collector's answer settles it
         self.assertEqual(node.sampler.energy_wh, CUT_WH + counted)
-        self.assertEqual(node.summary()["energy_from"], "state")
+        self.assertEqual(node.status()["energy_from"], "state")
         self.measure(node, 20)
         after = packets(self.server)
         states = [json.loads(p)["energy"] for p in publishes(after, b"wattlog/plug-1/state")]

@@ -104,6 +104,7 @@ class TestRepl(unittest.TestCase):
         self.assertEqual(rows[1][0] - rows[0][0], 10)
         repl.ring()
         repl.status()
+        repl.status(json=True)
 
     def test_reboot_into_safe_mode(self):
         try:

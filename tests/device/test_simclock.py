@@ -85,8 +85,7 @@ class TestSimClock(unittest.TestCase):
         lets it jump on. With the link down it runs on, whatever the ring holds (a plug in an
         outage), but paced (FREE_FALLBACK): a wait of a 10 s slot's end takes real time."""
         board = board_file("sim")
-        cfg = config.load_dict({"node_id": "plug-h", "broker": {"host": "127.0.0.1", "port": 1}},
-                               [])
+        cfg = config.check({"node_id": "plug-h", "broker": {"host": "127.0.0.1", "port": 1}})[0]
         hw = Board(board, cfg, {"start": int(time.time()) - 3600, "speed": FREE}, "/tmp")
         node = Node(cfg, board, hw, [], True, Ring(16))
         node.energy.settle(0, 0)  # a new plug: nothing to resume

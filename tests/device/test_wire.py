@@ -48,6 +48,20 @@ class TestWire(unittest.TestCase):
             else:
                 self.fail("accepted: " + v["name"])
 
+    def test_records_in_units_are_the_vector_units(self):
+        """wire.units gives each vector record in W, V, A and kWh, None where it is missing
+        (within a float's rounding: an ESP32's floats are single precision)."""
+        for v in V["batches"]:
+            for r, want in zip(v["records"], v["units"]):
+                t_s, power_dw, energy_wh, voltage_cv, current_ma = r
+                got = wire.units(power_dw, voltage_cv, current_ma, energy_wh)
+                self.assertEqual(len(got), 4)
+                for g, w in zip(got, want):
+                    if w is None:
+                        self.assertEqual(g, None, v["name"])
+                    else:
+                        self.assertTrue(abs(g - w) <= abs(w) * 1e-6, (v["name"], got, want))
+
     def test_missing_markers_fit_their_fields(self):
         """The missing-value markers are the extremes of their fields, never a real reading."""
         self.assertEqual(wire.POWER_MISSING, -(2 ** 31))

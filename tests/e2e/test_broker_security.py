@@ -207,9 +207,11 @@ def _writes(broker, user, marker):
 
 
 def test_the_collector_reads_readings_status_and_acks_and_writes_acks(broker):
-    """It may not read cmd, log, relay/set nor state (the old ACL let it read wattlog/#)."""
+    """It reads state and log too, for its HTTP API (plug health, the live stream); it may
+    not read cmd nor relay/set (the old ACL let it read wattlog/#)."""
     assert _reads(broker, COLLECTOR, "wattlog/p1/ack") == [
-        "wattlog/p1/readings", "wattlog/p1/status", "wattlog/p1/ack"]
+        "wattlog/p1/readings", "wattlog/p1/status", "wattlog/p1/state", "wattlog/p1/log",
+        "wattlog/p1/ack"]
     assert _writes(broker, COLLECTOR, "wattlog/p2/ack") == ["wattlog/p1/ack"]
 
 

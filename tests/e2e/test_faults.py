@@ -19,7 +19,6 @@ time too.
 import json
 import os
 import random
-import re
 import signal
 import time
 
@@ -38,8 +37,6 @@ INTERVAL = 10
 # One JSON line per scenario: (scenario, produced, stored, lost, seconds). A file, not a list:
 # the scenarios may run in other processes (pytest-xdist); conftest.py prints the table.
 ROWS_FILE = REPO / "build" / "test-results" / "fault-rows.jsonl"
-CRASH = re.compile(r"crash at node time \d+ after (\d+) readings from slot (\d+), (\d+) of them "
-                   r"unsent \((\d+) never sent\)")
 
 
 def stored(data, node):
@@ -52,15 +49,21 @@ def stored(data, node):
     return {feed.time(i): float(v) for i, v in enumerate(values) if not np.isnan(v)}
 
 
+def crashes(output):
+    """The node's status at each crash of one simnode (the "crash {...}" line start.py
+    prints after the crash text)."""
+    return [json.loads(line[len("crash "):]) for line in output.splitlines()
+            if line.startswith("crash {")]
+
+
 def runs_of(output):
-    """[(first slot, readings, unsent, never sent)] for every boot of one simnode: crashed
-    boots from their crash lines, cleanly ended ones from their summaries (nothing unsent)."""
+    """[(first slot, readings, unsent, never sent)] for every boot of one simnode, from its
+    status: at a crash (crash lines), or at a clean end (summaries: nothing unsent)."""
     out = []
     for line in output.splitlines():
-        m = CRASH.search(line)
-        if m:
-            n, first, unsent, never = (int(g) for g in m.groups())
-            out.append((first, n, unsent, never))
+        if line.startswith("crash {"):
+            s = json.loads(line[len("crash "):])
+            out.append((s["first_slot"], s["produced"], s["unsent"], s["never_sent"]))
         elif line.startswith("summary "):
             s = json.loads(line[len("summary "):])
             assert s["produced"] == (s["last_slot"] - s["first_slot"]) // INTERVAL + 1, s
@@ -212,18 +215,20 @@ def test_nodes_rebooted_cleanly_and_by_crash(broker, collectors, simnodes, tmp_p
     outs = finish(plugs)
     assert c.stop() == 0
     assert len(summaries(outs[0])) == 2, outs[0][-3000:]  # rebooted once, cleanly
-    assert len(CRASH.findall(outs[2])) >= 2, outs[2][-3000:]
+    crashed = len(crashes(outs[2]))
+    assert crashed >= 2, outs[2][-3000:]
 
     def crash_losses(node, boot, lost, run):
         first, n, unsent, never = run
         assert never <= lost <= unsent, (node, boot, lost, run)
 
     produced, kept, lost = account(
-        "node rebooted (boot-a by command, boot-c crashed %dx)" % len(CRASH.findall(outs[2])),
+        "node rebooted (boot-a by command, boot-c crashed %dx)" % crashed,
         data, [(n, 500 + 250 * (i if i < 2 else 0), o)
                for i, (n, o) in enumerate(zip(names, outs))], began, crash_losses)
-    nodes = wattlog("nodes", "--data", data)
-    assert re.search(r"boot-a\s.*\s2\s", nodes) and re.search(r"boot-c\s.*\s3\s", nodes), nodes
+    nodes = json.loads(wattlog("nodes", "--data", data, "--json"))
+    boots = {n["node"]: n["boots"] for n in nodes}
+    assert boots == {"boot-a": 2, "boot-b": 1, "boot-c": crashed + 1}, nodes
 
 
 def test_an_outage_longer_than_the_ring(broker, collectors, simnodes, tmp_path):

@@ -31,7 +31,9 @@ def test_a_plug_whose_login_is_refused_says_so(broker, tmp_path):
         s = node.finish(timeout_s=60)
     finally:
         node.stop()
-    said = [line for line in node.output.splitlines() if "refused this plug's login" in line]
+    said = [line for line in node.output.splitlines() if "refused this plug's login" in line
+            and not line.startswith("summary ")]  # its status: the link's last error
+    assert "refused this plug's login" in s["last_error"], s
     assert len(said) == 1 and "check broker.user and broker.password in config.json" in said[0]
     assert s["produced"] >= 19 and s["batches"] == 0
 

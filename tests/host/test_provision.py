@@ -24,6 +24,7 @@ from wattlog.provision import (CLIENTS, COLLECTOR, HOMEASSISTANT, OPERATOR, Prov
 SECRETS = ("credentials.json", "wattlog-collector.password", "wattlog-operator.password",
            "homeassistant.password", "ca.key", "config.json", "provision.json")
 BROKER_READS = ("passwd", "acl", "mosquitto.conf", "server.key", "server.crt", "ca.crt")
+MADE_ONCE = ("http.token", "wattlog.toml")  # created whole (0600) and then kept, not replaced
 needs_group = pytest.mark.skipif(broker_gid() is None, reason="no group mosquitto here")
 
 
@@ -110,7 +111,7 @@ def test_the_broker_group_reads_the_broker_files_and_nothing_else(tmp_path):
     assert modes.pop("nodes")[0] == modes.pop("nodes/plug-a")[0] == 0o700
     assert {name: mode for name, (mode, _) in modes.items()} == {
         name: 0o600 for name in modes}, modes  # the rest: secrets, owner only
-    assert set(os.path.basename(n) for n in modes) == set(SECRETS)
+    assert set(os.path.basename(n) for n in modes) == set(SECRETS + MADE_ONCE)
     assert broker_access_command(str(d)) is None
 
 

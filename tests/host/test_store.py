@@ -78,3 +78,22 @@ def test_a_hole_is_asked_for_again_once(tmp_path):
     assert (kind, ack["seq"], ack["resend"]) == (wire.RESEND, 0, 2)  # nothing acked yet; 2 on
     assert not s.resends()
     s.close()
+
+
+def test_points_being_committed_are_still_pending_until_they_are_on_disk(tmp_path, monkeypatch):
+    """The HTTP side asks for pending readings from its own thread; a question that comes
+    while a commit writes (here: during its fdatasync) still sees them, so a chart's right
+    edge has no hole of one commit's length."""
+    s = store_at(tmp_path)
+    s.take(*readings("n1", 0, 3))
+    seen = []
+    real = os.fdatasync
+
+    def sync_and_look(fd):
+        seen.append(s.pending("n1", "power"))
+        real(fd)
+    monkeypatch.setattr(os, "fdatasync", sync_and_look)
+    s.commit()
+    assert seen and all(p == ([T0, T0 + 10, T0 + 20], [5.0, 6.0, 7.0]) for p in seen), seen
+    assert s.pending("n1", "power") is None  # on disk now: no longer pending
+    s.close()

@@ -3,6 +3,7 @@
 import json
 import pathlib
 
+import numpy as np
 import pytest
 
 from wattnode import wire
@@ -27,6 +28,23 @@ def test_vectors_round_trip(v):
     for i, r in enumerate(v["records"]):
         wire.pack_record(buf, wire.HEADER_SIZE + i * wire.RECORD_SIZE, *r)
     assert bytes(buf) == raw(v)
+
+
+@pytest.mark.parametrize("v", VECTORS["batches"], ids=lambda v: v["name"])
+def test_units_and_the_collector_s_columns_are_the_vector_units(v):
+    """wire.units gives each record in W, V, A and kWh (None: missing), and the collector's
+    numpy decoding of the same batch (ingest.py, its columns from wire.FIELDS) stores the
+    same values (NaN: missing)."""
+    from wattlog.ingest import Ingest
+    h = v["header"]
+    for (t_s, power_dw, energy_wh, voltage_cv, current_ma), want in zip(v["records"], v["units"]):
+        assert wire.units(power_dw, voltage_cv, current_ma, energy_wh) == tuple(want)
+    last = (v["records"][-1][0] + wire.EPOCH_UNIX)
+    ingest = Ingest(lambda *a: None, lambda node: None, max_age_s=2 ** 32, clock=lambda: last)
+    assert ingest.handle("wattlog/vec/readings", raw(v)) == h["count"]
+    (_, values), = ingest.pending["vec"]
+    want = [[float("nan") if u is None else u for u in row] for row in v["units"]]
+    np.testing.assert_array_equal(values, np.array(want))  # NaN where NaN, else exactly
 
 
 @pytest.mark.parametrize("v", VECTORS["bad"], ids=lambda v: v["name"])

@@ -43,6 +43,26 @@ def stored(data):
         return sum(json.load(f)["feeds"].values())
 
 
+def sped_up_plugs(broker, plugs, seconds, speed=SPEED):
+    """`plugs` simulated plugs (load-0, ...) whose clocks start far enough back to send
+    readings, `speed` times real time, for `seconds` of wall time and more."""
+    start = int(time.time()) - int(seconds * speed) - 600
+    start -= start % 10
+    return [subprocess.Popen(
+        [os.path.join(REPO, "tools", "simnode"), "--id", "load-%d" % i, "--broker",
+         "127.0.0.1:%d" % broker.port, "--profile", "washer", "--speed", str(speed),
+         "--start", str(start)] + broker.node_args("load-%d" % i),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(plugs)]
+
+
+def stop(procs):
+    """SIGTERM to each, then wait for each (a minute at most)."""
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.wait(60)
+
+
 def run(tree, work, plugs, seconds):
     broker = Broker(os.path.join(work, "mosquitto"))
     broker.start()
@@ -60,25 +80,13 @@ def run(tree, work, plugs, seconds):
     nodes = []
     try:
         wait_logged(collector, log.name, "listening on")
-        start = int(time.time()) - int(seconds * SPEED) - 600
-        start -= start % 10
-        for i in range(plugs):
-            node = "load-%d" % i
-            nodes.append(subprocess.Popen(
-                [os.path.join(REPO, "tools", "simnode"), "--id", node, "--broker",
-                 "127.0.0.1:%d" % broker.port, "--profile", "washer", "--speed", str(SPEED),
-                 "--start", str(start)] + broker.node_args(node),
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        nodes = sped_up_plugs(broker, plugs, seconds)
         time.sleep(seconds)  # the load is what a span of time costs: this bench runs that span
         written = write_bytes(collector.pid)
         points = stored(data)
     finally:
-        for n in nodes:
-            n.terminate()
-        for n in nodes:
-            n.wait(60)
-        collector.terminate()
-        collector.wait(60)
+        stop(nodes)
+        stop([collector])
         broker.stop()
     return written, points
 

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import queue
+import secrets
 import shutil
 import signal
 import subprocess
@@ -25,9 +26,9 @@ import time
 
 import numpy as np
 
-from broker import Broker
+from broker import Broker, free_port
 from wattlog.feeds import Registry
-from wattlog.provision import COLLECTOR
+from wattlog.provision import COLLECTOR, OPERATOR
 from wattlog.phpfina import Feed
 from wattnode import wire
 
@@ -164,13 +165,24 @@ def main():
     print("  logs in %s; %s" % (logs, "stopping after %.0f s" % args.duration if args.duration
                                  else "Ctrl-C stops everything"))
 
+    # the dashboard: the collector's HTTP side on a free loopback port, its token in a file
+    # made 0600 from the start (the page asks for it once, to switch relays)
+    http_port = free_port()
+    token_file = os.path.join(logs, "http.token")
+    fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, (secrets.token_urlsafe(24) + "\n").encode())
+    os.close(fd)
     collector = subprocess.Popen(
         [sys.executable, "-m", "wattlog.cli", "collect", "--broker", broker.url,
          "--password-file", broker.password_file(COLLECTOR), "--data", args.data,
-         "--commit-interval", "60", "--status-interval", "10"],
+         "--commit-interval", "60", "--status-interval", "10",
+         "--listen", "127.0.0.1:%d" % http_port, "--http-token-file", token_file,
+         "--operator-password-file", broker.password_file(OPERATOR)],
         stdout=subprocess.DEVNULL, stderr=open(os.path.join(logs, "collector.log"), "w"),
         start_new_session=True)
     wait_for_line(os.path.join(logs, "collector.log"), "listening on", collector)
+    print("  the dashboard: http://127.0.0.1:%d/  (to switch relays, give it the token in %s)"
+          % (http_port, token_file), flush=True)
     watch = Watch(broker)
     nodes = {}
     for i, name in enumerate(names):

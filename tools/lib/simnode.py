@@ -16,9 +16,10 @@ the past); --speed max runs it as fast as the loop goes (waiting only while half
 awaits the collector's ack: lib/wattsim/clock.py), for runs that need no real-time interplay.
 The node stops by itself when its clock reaches real time (after sending what it holds), or
 carries on in real time with --then-realtime. SIGINT or SIGTERM stops the node cleanly (it
-says "offline" and prints its summary line). When the firmware resets itself (after a crash)
-it is started again, as a plug reboots, at the node time the run has reached; --power-cut
-starts it as after a power cut (its RTC memory gone).
+says "offline" and prints its summary line: "summary " and node.status() as JSON; a crash
+prints "crash " and the same after its crash text). When the firmware resets itself (after a
+crash) it is started again, as a plug reboots, at the node time the run has reached;
+--power-cut starts it as after a power cut (its RTC memory gone).
 
 --start takes what the wattlog CLI takes (wattlog/times.py): now-24h, -24h, unix seconds, ISO
 8601. --faults names faults of the simulated chip (lib/wattsim/chips.py FAULTS), so it

@@ -1,0 +1,416 @@
+"""energy.py - kWh and cost per plug per day, week, month or year in the user's time zone, from
+each plug's energy counter feed (`<node>/energy`, kWh), with each plug's share of the total.
+Knows nothing of HTTP: the API and `wattlog energy` print what energy_table() returns.
+
+The counter. A record stamped with slot start s carries the counter as the slot ended, so a
+reading says "the counter was v at time s + interval". Within a plug's life the counter never
+decreases; a decrease is taken as a reset (a new plug under the old id, a wiped flash) and
+counting goes on from the new value: the drop adds nothing, the new value is the new baseline.
+
+The counter at a boundary T (a period's start or end, or a tariff window's edge), from the last
+reading at or before T (p) and the first after it (n):
+  - a reading at T exactly: its value;
+  - p and n at most INTERPOLATE_SLOTS slots apart: interpolated linearly between them;
+  - farther apart (an outage): p's value, so the energy of the whole gap is counted where the
+    next reading lands (the period and tariff window holding n);
+  - no p (before the plug's first reading): the first reading's value; no n: p's.
+A period's energy is the counter at its end minus the counter at its start. A period in which
+no reading lands (no reading time in (start, end]) is null, never zero: it has no data.
+
+Periods are local: days from midnight to midnight in the zone (23 or 25 hours on the days
+clocks change), ISO weeks from Monday, calendar months and years. Tariffs: a flat price per
+kWh, or day/night prices with the night's local hours (22:00-06:00): each period's energy is
+split at the night's edges with the same boundary rule, and priced by window.
+
+Pending readings (not yet committed) come from pending(node, "energy") -> (unix slot times,
+values) or None, the callable query.Engine takes; they are laid over the stored slots.
+"""
+
+import dataclasses
+import datetime
+import math
+import os
+import re
+import time
+import zoneinfo
+
+import numpy as np
+
+from wattlog.feeds import Registry, RegistryError
+from wattlog.phpfina import Feed, FeedError
+
+PERIODS = ("day", "week", "month", "year")
+INTERPOLATE_SLOTS = 6          # "a few slots": a minute at 10 s
+MAX_PERIODS = 20000
+_LOOKBACK_SLOTS = 1 << 20      # how far back to look for the reading before a range (4 months)
+_DIGITS = 6                    # kWh and cost rounded to a millionth in the table
+_CLOCK = re.compile(r"([01]?\d|2[0-3])(?::([0-5]\d))?\Z")
+
+
+class EnergyError(ValueError):
+    """A question or a tariff that cannot be used as given; the message says why, in words."""
+
+
+def _minutes(text, key):
+    if isinstance(text, datetime.time):  # TOML's unquoted 22:00:00
+        return text.hour * 60 + text.minute
+    m = _CLOCK.match(str(text).strip())
+    if not m:
+        raise EnergyError("tariff %s %r is not a time of day such as 22:00" % (key, text))
+    return int(m.group(1)) * 60 + int(m.group(2) or 0)
+
+
+def _price(value, key):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value < 0:
+        raise EnergyError("tariff %s %r is not a price (a number, 0 or more, per kWh)"
+                          % (key, value))
+    return float(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tariff:
+    """A flat price per kWh (price), or day and night prices with the night's local start and
+    end in minutes after midnight (the night may span midnight)."""
+    currency: str = "EUR"
+    price: float | None = None
+    day_price: float | None = None
+    night_price: float | None = None
+    night_start_min: int | None = None
+    night_end_min: int | None = None
+
+    @property
+    def split(self):
+        return self.price is None
+
+    def describe(self):
+        if not self.split:
+            return {"currency": self.currency, "price": self.price}
+        return {"currency": self.currency, "day_price": self.day_price,
+                "night_price": self.night_price,
+                "night_start": "%02d:%02d" % divmod(self.night_start_min, 60),
+                "night_end": "%02d:%02d" % divmod(self.night_end_min, 60)}
+
+    @classmethod
+    def from_settings(cls, d):
+        """The [tariff] table of the config file (settings.py) -> Tariff, or None without one.
+        Keys: currency, and price, or day_price, night_price, night_start, night_end."""
+        if d is None:
+            return None
+        if not isinstance(d, dict):
+            raise EnergyError("[tariff] is not a table")
+        known = ("currency", "price", "day_price", "night_price", "night_start", "night_end")
+        for key in d:
+            if key not in known:
+                raise EnergyError("tariff key %r is unknown: use %s" % (key, ", ".join(known)))
+        currency = d.get("currency", "EUR")
+        if not isinstance(currency, str) or not 0 < len(currency) <= 8:
+            raise EnergyError("tariff currency %r is not a short name such as EUR" % (currency,))
+        split_keys = ("day_price", "night_price", "night_start", "night_end")
+        if "price" in d:
+            extra = [k for k in split_keys if k in d]
+            if extra:
+                raise EnergyError("tariff has both price and %s: give a flat price or day/night "
+                                  "prices, not both" % extra[0])
+            return cls(currency, price=_price(d["price"], "price"))
+        missing = [k for k in split_keys if k not in d]
+        if len(missing) == len(split_keys):
+            raise EnergyError("tariff has no price: give price, or day_price, night_price, "
+                              "night_start and night_end")
+        if missing:
+            raise EnergyError("tariff lacks %s (a day/night tariff needs day_price, "
+                              "night_price, night_start and night_end)" % missing[0])
+        start = _minutes(d["night_start"], "night_start")
+        end = _minutes(d["night_end"], "night_end")
+        if start == end:
+            raise EnergyError("tariff night_start and night_end are both %s: the night would "
+                              "be empty or the whole day" % d["night_start"])
+        return cls(currency, day_price=_price(d["day_price"], "day_price"),
+                   night_price=_price(d["night_price"], "night_price"),
+                   night_start_min=start, night_end_min=end)
+
+    @classmethod
+    def parse(cls, text, currency="EUR"):
+        """The command line's form: "0.30" (flat), or "day=0.32,night=0.22,night_hours=22-06"
+        (hours as 22-06 or 22:30-06:00)."""
+        text = text.strip()
+        try:
+            return cls.from_settings({"currency": currency, "price": float(text)})
+        except ValueError:
+            pass
+        d = {"currency": currency}
+        names = {"day": "day_price", "night": "night_price"}
+        for part in text.split(","):
+            key, eq, value = part.partition("=")
+            key = key.strip()
+            if not eq:
+                raise EnergyError("tariff %r: use 0.30, or day=0.32,night=0.22,night_hours=22-06"
+                                  % text)
+            if key == "night_hours":
+                lo, dash, hi = value.partition("-")
+                if not dash:
+                    raise EnergyError("tariff night_hours %r: use start-end such as 22-06"
+                                      % value)
+                d["night_start"], d["night_end"] = lo, hi
+            elif key in names:
+                try:
+                    d[names[key]] = float(value)
+                except ValueError:
+                    raise EnergyError("tariff %s price %r is not a number" % (key, value)) from None
+            else:
+                raise EnergyError("tariff %r: %r is not day, night or night_hours" % (text, key))
+        return cls.from_settings(d)
+
+
+# -- local calendar ---------------------------------------------------------------------------
+
+def _zone(tz):
+    if tz in ("UTC", "utc", "Z"):
+        return datetime.timezone.utc
+    try:
+        return zoneinfo.ZoneInfo(tz)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError):
+        raise EnergyError("%r is not a time zone: use a name such as Europe/Berlin or UTC"
+                          % (tz,)) from None
+
+
+def local_midnight(day, zone):
+    return int(datetime.datetime(day.year, day.month, day.day, tzinfo=zone).timestamp())
+
+
+def _period_start(day, by):
+    if by == "week":
+        return day - datetime.timedelta(days=day.weekday())
+    if by == "month":
+        return day.replace(day=1)
+    if by == "year":
+        return day.replace(month=1, day=1)
+    return day
+
+
+def next_period(day, by):
+    if by == "day":
+        return day + datetime.timedelta(days=1)
+    if by == "week":
+        return day + datetime.timedelta(days=7)
+    if by == "month":
+        return (day.replace(day=28) + datetime.timedelta(days=4)).replace(day=1)
+    return day.replace(year=day.year + 1)
+
+
+def _label(day, by):
+    if by == "week":
+        year, week, _ = day.isocalendar()
+        return "%d-W%02d" % (year, week)
+    return day.isoformat()[:{"day": 10, "month": 7, "year": 4}[by]]
+
+
+def periods(by, zone, start, end):
+    """[(start, end, label)] of the local periods that cover unix [start, end)."""
+    day = _period_start(datetime.datetime.fromtimestamp(start, zone).date(), by)
+    out = []
+    while True:
+        nxt = next_period(day, by)
+        t0, t1 = local_midnight(day, zone), local_midnight(nxt, zone)
+        if t0 >= end:
+            break
+        out.append((t0, t1, _label(day, by)))
+        if len(out) > MAX_PERIODS:
+            raise EnergyError("that is more than %d %ss: ask for a shorter range or a longer "
+                              "period" % (MAX_PERIODS, by))
+        day = nxt
+    return out
+
+
+def night_edges(tariff, zone, start, end):
+    """Sorted unix times in [start, end] where the night begins or ends, and for each time
+    whether the night begins there."""
+    day = datetime.datetime.fromtimestamp(start, zone).date() - datetime.timedelta(days=1)
+    last = datetime.datetime.fromtimestamp(end, zone).date() + datetime.timedelta(days=1)
+    edges = []
+    while day <= last:
+        for minute, begins in ((tariff.night_start_min, True), (tariff.night_end_min, False)):
+            local = datetime.datetime(day.year, day.month, day.day, minute // 60, minute % 60,
+                                      tzinfo=zone)
+            t = int(local.timestamp())
+            if start <= t <= end:
+                edges.append((t, begins))
+        day += datetime.timedelta(days=1)
+    edges.sort()
+    return edges
+
+
+def _is_night(tariff, zone, t):
+    local = datetime.datetime.fromtimestamp(t, zone)
+    minute = local.hour * 60 + local.minute
+    lo, hi = tariff.night_start_min, tariff.night_end_min
+    return lo <= minute < hi if lo < hi else minute >= lo or minute < hi
+
+
+# -- one plug's counter ----------------------------------------------------------------------
+
+class Counter:
+    """A plug's readings over a range as (reading times, monotone energy): the counter with
+    resets taken out, so that energy between two times is a difference."""
+
+    def __init__(self, feed, entry, start, end, pending=None):
+        iv = feed.interval
+        first = max(feed.slot(start) - 1, 0)            # the reading that ends at start
+        stop = max(feed.slot(end) + INTERPOLATE_SLOTS + 1, first)
+        values = feed.read(first, stop)                 # float32: half the memory of a year
+        pend = pending(entry["node"], entry["channel"]) if pending else None
+        if pend is not None and len(pend[0]):
+            pslots = (np.asarray(pend[0], dtype=np.int64) - feed.start) // iv
+            pvals = np.asarray(pend[1], dtype=np.float32)
+            inside = (pslots >= first) & (pslots < stop)
+            values[pslots[inside] - first] = pvals[inside]  # in arrival order: the last wins
+        have = ~np.isnan(values)
+        slots = first + np.flatnonzero(have)
+        vals = values[have].astype(np.float64)
+        before = feed.last_value(_LOOKBACK_SLOTS, before=first) if first > 0 else None
+        if before is not None:
+            slots = np.concatenate(([before[0]], slots))
+            vals = np.concatenate(([before[1]], vals))
+        self.times = feed.time(slots) + iv              # the counter's time: the slot's end
+        steps = np.diff(vals)
+        self.resets = int(np.count_nonzero(steps < 0))
+        self.energy = np.concatenate(([0.0], np.cumsum(np.where(steps < 0, 0.0, steps))))
+        self.max_gap_s = INTERPOLATE_SLOTS * iv
+
+    def at(self, boundaries):
+        """The monotone energy at each unix time in `boundaries` (the rule in the docstring)."""
+        b = np.asarray(boundaries, dtype=np.int64)
+        t, e = self.times, self.energy
+        if not len(t):
+            return np.full(len(b), np.nan)
+        n = np.searchsorted(t, b, side="right")        # first reading after each boundary
+        p = np.clip(n - 1, 0, len(t) - 1)
+        nn = np.clip(n, 0, len(t) - 1)
+        out = np.where(n == 0, e[0], e[p])
+        gap = t[nn] - t[p]
+        interp = (n > 0) & (n < len(t)) & (gap <= self.max_gap_s) & (gap > 0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            frac = np.where(interp, (b - t[p]) / np.where(gap > 0, gap, 1), 0.0)
+        return np.where(interp, e[p] + frac * (e[nn] - e[p]), out)
+
+    def lands(self, starts, ends):
+        """Whether a reading time lies in (start, end] for each pair."""
+        a = np.searchsorted(self.times, np.asarray(starts, dtype=np.int64), side="right")
+        b = np.searchsorted(self.times, np.asarray(ends, dtype=np.int64), side="right")
+        return b > a
+
+
+# -- the table --------------------------------------------------------------------------------
+
+def _r(x):
+    return None if x is None or math.isnan(x) else round(float(x), _DIGITS)
+
+
+def energy_table(data_dir, by="day", tz="UTC", tariff=None, start=None, end=None, now=None,
+                 pending=None):
+    """kWh (and cost) per plug per local period, each plug's share of the total, and totals.
+    start/end: unix seconds (end exclusive); by default from the first reading to now. The
+    periods cover the range whole (the first starts at or before start)."""
+    if by not in PERIODS:
+        raise EnergyError("by must be one of %s, not %r" % (", ".join(PERIODS), by))
+    zone = _zone(tz)
+    for name, value in (("start", start), ("end", end), ("now", now)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or not 0 <= value < 1 << 36):
+            raise EnergyError("%s must be unix seconds, not %r" % (name, value))
+    now = int(time.time()) if now is None else now
+    try:
+        registry = Registry(data_dir)
+    except RegistryError as e:
+        raise EnergyError(str(e)) from None
+    feed_dir = os.path.join(data_dir, "phpfina")
+    plugs, notes = [], []
+    for entry in sorted(registry.active(), key=lambda e: e["node"]):
+        if entry["channel"] != "energy":
+            continue
+        try:
+            plugs.append((entry, Feed.open(feed_dir, entry["id"])))
+        except FeedError as e:
+            notes.append("%s's energy feed is unreadable (%s); it is left out"
+                         % (entry["node"], e))
+    if start is None:
+        firsts = [f.start for _, f in plugs if f.npoints()]
+        start = min(firsts) if firsts else now
+    if end is None:
+        end = max(now, start + 1)
+    if end <= start:
+        raise EnergyError("the end (%d) must come after the start (%d)" % (end, start))
+    spans = periods(by, zone, start, end)
+    p0 = np.array([s[0] for s in spans], dtype=np.int64)
+    p1 = np.array([s[1] for s in spans], dtype=np.int64)
+    lo, hi = int(p0[0]), int(p1[-1])
+    # segments: the periods cut at the night's edges; each is priced by its window
+    edges = sorted(set(p0.tolist()) | {hi} |
+                   ({t for t, _ in night_edges(tariff, zone, lo, hi)}
+                    if tariff is not None and tariff.split else set()))
+    edges = np.array(edges, dtype=np.int64)
+    seg_period = np.searchsorted(p1, edges[:-1], side="right")
+    if tariff is None:
+        seg_price = None
+        seg_night = np.zeros(len(edges) - 1, dtype=bool)
+    elif tariff.split:
+        seg_night = np.array([_is_night(tariff, zone, int(t)) for t in edges[:-1]], dtype=bool)
+        seg_price = np.where(seg_night, tariff.night_price, tariff.day_price)
+    else:
+        seg_night = np.zeros(len(edges) - 1, dtype=bool)
+        seg_price = np.full(len(edges) - 1, tariff.price)
+
+    rows = []
+    kwh_all = np.full((len(plugs), len(spans)), np.nan)
+    for i, (entry, feed) in enumerate(plugs):
+        counter = Counter(feed, entry, lo, hi, pending)
+        if counter.resets:
+            notes.append("%s's energy counter went down %d time%s in this range: counted as a "
+                         "reset, from the new value on" % (entry["node"], counter.resets,
+                                                           "" if counter.resets == 1 else "s"))
+        at = counter.at(edges)
+        seg = np.diff(at)
+        have = counter.lands(p0, p1) if len(counter.times) else np.zeros(len(spans), bool)
+        kwh = np.bincount(seg_period, weights=np.nan_to_num(seg), minlength=len(spans))
+        kwh = np.where(have, kwh, np.nan)
+        kwh_all[i] = kwh
+        row = {"node": entry["node"], "feed": entry["id"], "kwh": [_r(x) for x in kwh]}
+        if tariff is not None:
+            cost = np.bincount(seg_period, weights=np.nan_to_num(seg) * seg_price,
+                               minlength=len(spans))
+            row["cost"] = [_r(x) for x in np.where(have, cost, np.nan)]
+            if tariff.split:
+                for name, mask in (("night", seg_night), ("day", ~seg_night)):
+                    part = np.bincount(seg_period, weights=np.nan_to_num(seg) * mask,
+                                       minlength=len(spans))
+                    row["kwh_" + name] = [_r(x) for x in np.where(have, part, np.nan)]
+            row["total_cost"] = _r(np.nansum(np.where(have, cost, np.nan))) if have.any() else None
+        row["total_kwh"] = _r(np.nansum(kwh)) if have.any() else None
+        rows.append(row)
+
+    totals = {"kwh": [], "total_kwh": None}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        have_any = ~np.all(np.isnan(kwh_all), axis=0) if len(plugs) else np.zeros(len(spans), bool)
+        total = np.where(have_any, np.nansum(kwh_all, axis=0), np.nan) if len(plugs) \
+            else np.full(len(spans), np.nan)
+        grand = float(np.nansum(total)) if have_any.any() else None
+        for i, row in enumerate(rows):
+            share = np.where(total > 0, np.nan_to_num(kwh_all[i]) / total, np.nan)
+            row["share"] = [_r(x) for x in np.where(np.isnan(kwh_all[i]), np.nan, share)]
+            row["total_share"] = (_r(row["total_kwh"] / grand) if row["total_kwh"] is not None
+                                  and grand else None)
+    totals["kwh"] = [_r(x) for x in total]
+    totals["total_kwh"] = _r(grand) if grand is not None else None
+    if tariff is not None:
+        costs = [r["cost"] for r in rows]
+        totals["cost"] = [_r(sum(c[k] for c in costs if c[k] is not None))
+                          if have_any[k] else None for k in range(len(spans))]
+        totals["total_cost"] = (_r(sum(r["total_cost"] for r in rows
+                                       if r["total_cost"] is not None))
+                                if grand is not None else None)
+    return {"by": by, "timezone": tz, "unit": "kWh",
+            "tariff": tariff.describe() if tariff is not None else None,
+            "start": lo, "end": hi,
+            "periods": [{"start": a, "end": b, "label": label, "hours": (b - a) / 3600}
+                        for a, b, label in spans],
+            "plugs": rows, "totals": totals, "notes": notes}
