@@ -57,6 +57,7 @@ import time
 import zoneinfo
 
 import numpy as np
+import orjson
 import paho.mqtt.client as mqtt
 from aiohttp import web
 
@@ -555,7 +556,7 @@ class Api:
         start, end = self._range(request)
         points = self._int(request, "points", 1000, 1, MAX_POINTS)
         return web.json_response(self._series(entry, feed, start, end, points,
-                                              self._pending_copy(entry)))
+                                              self._pending_copy(entry)), dumps=_dumps)
 
     async def series_csv(self, request):
         entry, feed = self._entry(request)
@@ -813,6 +814,12 @@ def _short(values):
     for i in np.flatnonzero(np.isnan(x)).tolist():
         listed[i] = None
     return listed
+
+
+def _dumps(obj):
+    """JSON of an answer, by orjson: a day of raw slots (17,280 numbers) is JSON in a tenth of
+    json.dumps's 3 ms. NaN never reaches it (values are None where there is no data)."""
+    return orjson.dumps(obj).decode()
 
 
 def _csv_rows(out, unit, header):
