@@ -37,8 +37,8 @@ Design notes:
   is monotonic as a Prometheus counter must be; a new plug under an old name starts again from
   its own total, which rate() and increase() take as a counter reset.
 - A plug's gauges appear once it has published a state; a value it did not send is left out
-  rather than given as 0. Counters start at 0 at every start of the collector (as
-  Prometheus expects of a process).
+  rather than given as 0. The collector's own counters start at 0 at each of its starts (as
+  Prometheus expects of a process); a plug's lost readings are kept in commit.json.
 - Names follow Prometheus's conventions: base units in the name (watts, volts, amperes,
   seconds, bytes; energy in kWh, the unit plugs and Home Assistant use), _total on counters,
   the label `node` for the plug.
@@ -136,8 +136,8 @@ class Metrics:
         yield CounterMetricFamily("wattlog_commits", "Commits since the collector started",
                                   value=committer.commits)
         yield SummaryMetricFamily("wattlog_commit_duration_seconds", "Time the commits took "
-                                  "(writes, fdatasync, commit.json)", count_value=committer.commits,
-                                  sum_value=committer.commit_s)
+                                  "(writes, fdatasync, commit.json)",
+                                  count_value=committer.commits, sum_value=committer.commit_s)
         yield GaugeMetricFamily("wattlog_pending_points", "Points taken in and not committed "
                                 "yet", value=sum(list(ingest.counts.values())))
         writes = self.writes

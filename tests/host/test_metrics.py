@@ -6,7 +6,6 @@ reading follows; the InfluxDB sink's lag. A real Prometheus scraping a real coll
 tests/e2e/test_prometheus.py."""
 
 import json
-import os
 import socket
 import urllib.error
 import urllib.request
@@ -15,15 +14,11 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_families
 from prometheus_client.parser import text_string_to_metric_families
 
-from batches import T0, batch
-from wattlog import api
-from wattlog.complaints import Complaints
+from batches import T0
+from test_api import COMMITTED, PENDING, TOKEN, Served
 from wattlog.influx import Schema, Target, WriteFailed, Writer
 from wattlog.sink import Sink
-from wattlog.store import Store
 
-TOKEN = "a-token-of-the-right-length-0123456789"
-COMMITTED, PENDING = 60, 40
 STATE = {"time": T0, "power": 512.5, "voltage": 229.9, "current": 2.23, "energy": 12.345,
          "relay": "ON"}
 # name -> type, every family a collector with a plug, a refusal and a sink shows
@@ -39,37 +34,22 @@ FAMILIES = {
 }
 
 
-def records(first, n):
-    return [(T0 + 10 * (first + i), 100 + first + i, 1000 + first + i, 230.0, 0.5)
-            for i in range(n)]
-
-
 def closed_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-class Scraped:
+class Scraped(Served):
+    """test_api's served directory (readings committed and pending, the token), with a
+    refused message and what two plugs published."""
+
     def __init__(self, tmp_path, read_open=True):
-        self.store = Store(str(tmp_path / "data"), Complaints())
-        self.store.recover({})
-        self.store.take("wattlog/plug-1/readings", batch(records(0, COMMITTED)))
-        self.store.commit()
-        self.store.take("wattlog/plug-1/readings", batch(records(COMMITTED, PENDING),
-                                                         seq=COMMITTED))
+        super().__init__(tmp_path, read_open=read_open)
         self.store.take("wattlog/BAD NODE/readings", b"\x00")  # refused: bad-node
-        self.watch = api.PlugWatch("wattlog")
         self.watch.take("wattlog/plug-1/state", json.dumps(STATE).encode())
         self.watch.take("wattlog/plug-1/status", b"online")
         self.watch.take("wattlog/plug-2/status", b"offline")
-        token_file = str(tmp_path / "http.token")
-        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.write(fd, (TOKEN + "\n").encode())
-        os.close(fd)
-        self.server = api.serve(self.store, self.watch, "127.0.0.1:0", "mqtt://u@127.0.0.1:9",
-                                read_open=read_open, token_file=token_file)
-        assert self.server.start()
 
     def get(self, path="/metrics", token=None, accept=None):
         headers = {"Authorization": "Bearer " + token} if token else {}
@@ -87,10 +67,6 @@ class Scraped:
         status, kind, text = self.get(**kw)
         assert status == 200 and kind.startswith("text/plain; version=0.0.4"), (status, kind)
         return {f.name: f for f in text_string_to_metric_families(text)}
-
-    def close(self):
-        self.server.stop()
-        self.store.close()
 
 
 @pytest.fixture

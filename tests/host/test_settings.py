@@ -12,7 +12,7 @@ import pytest
 
 from wattlog import cli, settings
 from wattlog.provision import COLLECTOR, OPERATOR, password_file, provision
-from wattlog.service import CONFIG_EXIT
+from wattlog.service import CONFIG_EXIT, credentials
 from wattlog.settings import Settings, SettingsError
 
 SECRET = "hunter2-not-to-be-shown"
@@ -130,6 +130,26 @@ REFUSALS = [
     ('[http]\noperator_password_file = "binary"\n', "http.operator_password_file %s is not "
                                                       "UTF-8 text"),
     ('ca = "nowhere/ca.crt"\n', "ca %s cannot be read (No such file or directory)"),
+    ('[influx]\nurl = "influx://h/db"\nurll = "x"\n', "unknown key 'influx.urll' in [influx] "
+                                                     "(known: names, password_file, schema,"),
+    ('[influx]\nschema = "sp3s"\n', '[influx] has no url: give url = "influx://HOST:8086/'),
+    ('influx = "influx://h/db"\n', "influx must be a table ([influx]), not text"),
+    ('[influx]\nurl = "http://h/db"\n', "influx: 'http://h/db' is not an InfluxDB URL"),
+    ('[influx]\nurl = "influx://me:%s@h/db"\n' % SECRET, "influx: the InfluxDB URL "
+                                                         "influx://me:***@h/db holds a password"),
+    ('[influx]\nurl = "influx://h/db"\nschema = "sp4s"\n', "influx: the InfluxDB schema 'sp4s' "
+                                                          "is not one of default, sp3s"),
+    ('[influx]\nurl = "influx://h/db"\ntimeout = 0\n', "influx.timeout must be seconds"),
+    ('[influx]\nurl = "influx://h/db"\nnames = "washer"\n', "influx.names must be a table "
+                                                           "([influx.names])"),
+    ('[influx]\nurl = "influx://h/db"\n[influx.names]\n"Plug A" = "washer"\n',
+     "influx.names.Plug A must be a node id"),
+    ('[influx]\nurl = "influx://h/db"\n[influx.names]\nplug-a = 5\n',
+     "influx.names.plug-a must be a node id (1-32 of a-z, 0-9, _ and -) = a measurement name"),
+    ('[influx]\npassword_file = "empty"\nurl = "influx://u@h/db"\n',
+     "influx.password_file %s is empty"),
+    ('[influx]\npassword_file = "nope"\nurl = "influx://u@h/db"\n',
+     "influx.password_file %s cannot be read (No such file or directory)"),
 ]
 
 
@@ -149,6 +169,56 @@ def test_a_bad_config_is_refused_in_one_line_naming_the_file_and_the_key(tmp_pat
     assert message.startswith(path + ": ") or message.startswith(path + " is not"), message
     assert (words % os.path.join(str(tmp_path), named) if named else words) in message, message
     assert "\n" not in message and SECRET not in message, message
+
+
+def test_the_influx_table_sets_the_sink(tmp_path):
+    """[influx] and [influx.names] land in their fields, the password file read from the
+    config's directory (and handed to the service by systemd like the others); the
+    collector's sink is made from them (influx.py's own objects)."""
+    (tmp_path / "influx.password").write_text("secret\n")
+    path = config(tmp_path, """
+data = "data"
+[influx]
+url = "influx://wattlog@db.local:8087/power?rp=year"
+schema = "sp3s"
+password_file = "influx.password"
+timeout = "30s"
+[influx.names]
+plug-a = "Washing machine, left"
+""")
+    s = settings.load(path)
+    assert (s.influx_url, s.influx_schema, s.influx_password_file, s.influx_timeout_s,
+            s.influx_names) == ("influx://wattlog@db.local:8087/power?rp=year", "sp3s",
+                                str(tmp_path / "influx.password"), 30.0,
+                                {"plug-a": "Washing machine, left"})
+    assert ("influx.password", str(tmp_path / "influx.password")) in credentials(s)  # systemd
+    args = parse("--config", path)
+    cli._collect_settings(args)
+    sink = cli._influx_sink(args, str(tmp_path / "data"), 3600)
+    assert (sink.writer.target.host, sink.writer.target.port, sink.writer.target.rp) == \
+        ("db.local", 8087, "year")
+    assert sink.schema.name == "sp3s" and sink.writer.timeout_s == 30.0
+    assert sink.schema.series("plug-a", "power") == "Washing\\ machine\\,\\ left usage="
+    assert Settings().influx_url is None and cli._influx_sink(parse("--data", "d"), "d", 1) \
+        is None  # no table, no flag: no sink
+
+
+def test_influx_flags_win_over_the_influx_table(tmp_path):
+    """--influx, --influx-schema and --influx-timeout replace the config's; --influx-name
+    wins for the node it names, the config's other names stay."""
+    path = config(tmp_path, '[influx]\nurl = "influx://cfg/db"\nschema = "sp3s"\n'
+                            'timeout = 30\n[influx.names]\nplug-a = "Washer"\nplug-b = "Fridge"\n')
+    args = parse("--config", path, "--data", str(tmp_path), "--influx", "influx://flag:9999/db2",
+                 "--influx-timeout", "3", "--influx-name", "plug-a=Dryer")
+    cli._collect_settings(args)
+    sink = cli._influx_sink(args, str(tmp_path), 3600)
+    assert (sink.writer.target.host, sink.writer.target.port, sink.writer.target.database) == \
+        ("flag", 9999, "db2")
+    assert sink.writer.timeout_s == 3.0 and sink.schema.name == "sp3s"
+    assert sink.schema.names == {"plug-a": "Dryer", "plug-b": "Fridge"}
+    args = parse("--config", path, "--data", str(tmp_path), "--influx-schema", "default")
+    cli._collect_settings(args)
+    assert cli._influx_sink(args, str(tmp_path), 3600).schema.name == "default"
 
 
 def test_a_config_that_is_missing_or_not_toml_is_named(tmp_path):
