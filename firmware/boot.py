@@ -1,13 +1,74 @@
-# boot.py - runs first at every reset, soft ones included, before main.py. It decides on safe
-# mode (wattnode/safe.py: button held at boot, or 3 crashes in a row), keeps a watchdog armed
+# boot.py - runs first at every reset, soft ones included, before main.py. It chooses the
+# version of the node to run (over-the-air updates, wattnode/ota.py), decides on safe mode
+# (wattnode/safe.py: button held at boot, or 3 crashes in a row), keeps a watchdog armed
 # before a soft reset from cutting the mpremote session that made it (main.py does not run
 # from mpremote's raw REPL), and must itself never fail, so the REPL always comes up.
+#
+# The version: ota/boot (the pointer, one line "<current> <previous> <ok|trial> <boots>
+# <trial_s>") names a folder ota/<current> put first on sys.path; without a pointer, or with
+# "-", the version installed over USB in /lib runs. A version on trial is rolled back to the
+# previous one here when it crashed (the crash counter), failed to start (ota/failed, written
+# by main.py) or has booted MAX_TRIAL_BOOTS times unconfirmed; ota/result then says why, and
+# the node reports it once its link is up. This file is not updated over the air: it only
+# reads and writes these small files, so it needs nothing from the versions it chooses.
 import micropython
+import sys
+
+MAX_TRIAL_BOOTS = 3
 
 # Let an exception raised in an interrupt handler (button, pulse counting) still be reported.
 # The unix port has no interrupts and no such buffer.
 if hasattr(micropython, "alloc_emergency_exception_buf"):
     micropython.alloc_emergency_exception_buf(100)
+
+
+def _ota_choose():
+    import os
+    try:
+        with open("ota/boot") as f:
+            cur, prev, state, boots, trial_s = f.read().split()
+        boots = int(boots)
+    except (OSError, ValueError):
+        return
+    if state == "trial":
+        why = None
+        try:
+            with open("ota/failed") as f:
+                why = "it failed to start: " + f.read()
+            os.remove("ota/failed")
+        except OSError:
+            pass
+        try:
+            with open("crashes") as f:
+                if int(f.read() or 0) > 0:
+                    why = why or "it crashed (see crash.log)"
+        except (OSError, ValueError):
+            pass
+        if why is None and boots >= MAX_TRIAL_BOOTS:
+            why = "it booted %d times without being confirmed" % boots
+        if why is None:
+            line = "%s %s trial %d %s\n" % (cur, prev, boots + 1, trial_s)
+        else:
+            line = "%s - ok 0 0\n" % prev
+            with open("ota/result.tmp", "w") as f:
+                f.write('{"id": "%s", "state": "rolled back", "version": "%s", "reason": "%s"}'
+                        % (cur[1:], cur, why.replace('"', "'").replace("\n", " ")))
+            os.rename("ota/result.tmp", "ota/result")
+            with open("crashes", "w") as f:
+                f.write("0")
+            print("boot.py: rolled back from %s to %s: %s" % (cur, prev, why))
+            cur = prev
+        with open("ota/boot.tmp", "w") as f:
+            f.write(line)
+        os.rename("ota/boot.tmp", "ota/boot")
+    if cur != "-":
+        sys.path.insert(0, "ota/" + cur)
+
+
+try:
+    _ota_choose()
+except Exception as e:  # a damaged pointer must still leave the REPL reachable
+    print("boot.py: choosing the version:", repr(e))
 
 try:
     from wattnode import safe

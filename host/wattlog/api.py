@@ -12,6 +12,7 @@
     POST /api/plugs/<node>/relay   {"relay": "ON"|"OFF"|"TOGGLE"}     needs the token
     POST /api/plugs/<node>/cmd     {"cmd": "info"|"interval"|"calibration"|"reboot", ...}  token
     /emoncms/feed/...              emoncms's feed API (emoncms.py)
+    /, /web/...                    the dashboard's page and files (web/page.py)
 
 A series is buckets (time, mean, min, max, count; null where a bucket has no data) or, when
 the range holds no more slots than points, the raw slots ("raw": true; time and value).

@@ -12,7 +12,10 @@
   wattlog feeds   --data DIR
   wattlog nodes   --data DIR [--json]
   wattlog plug    on|off|toggle|status NODE --broker mqtt://USER@HOST:PORT --password-file FILE
-  wattlog provision --dir DIR --broker-host HOST [--port N] [--listen ADDR] [--tls] NODE...
+  wattlog provision --dir DIR --broker-host HOST [--port N] [--listen ADDR] [--tls]
+                    [--broadlink off|read|control] NODE...
+  wattlog ota     NODE...|--all [--parallel N] --dir DIR [--build DIR] --broker URL
+                  --password-file FILE     update plugs over the air (ota.py)
 Broker URLs: mqtt://... or, with TLS, mqtts://... and --ca CA.crt (wattlog provision makes one).
 The broker password comes from --password-file or $WATTLOG_MQTT_PASSWORD, never from the
 command line, where `ps` shows it (a password in the URL still works, but shows).
@@ -367,11 +370,44 @@ def cmd_plug(args):
         raise CliError(str(e)) from None
 
 
+def cmd_ota(args):
+    import glob
+    import subprocess
+    from wattlog.ota import OtaError, run, table
+    from wattlog.provision import ProvisionError, read_ota_key
+    password = _check_broker(args)
+    nodes = sorted(os.path.basename(os.path.dirname(p)) for p in
+                   glob.glob(os.path.join(args.dir, "nodes", "*", "ota.key"))) \
+        if args.all else args.nodes
+    if not nodes:
+        raise CliError("no plugs to update: name them, or --all with plugs provisioned in %s"
+                       % args.dir)
+    build = args.build
+    if build is None:
+        tool = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__)))), "tools", "build")
+        if subprocess.call([tool]) != 0:
+            raise CliError("tools/build failed: the node does not compile; nothing was sent")
+        build = os.path.join(os.path.dirname(os.path.dirname(tool)), "build", "device")
+    try:
+        keys = {n: read_ota_key(args.dir, n) for n in nodes}
+        results = run(nodes, keys, build, args.broker, password, args.ca, args.base_topic,
+                      args.parallel, args.trial)
+    except (OtaError, ProvisionError, ValueError) as e:
+        raise CliError(str(e)) from None
+    print(table(results))
+    bad = [r["node"] for r in results if r["result"] != "confirmed"]
+    if bad:
+        raise CliError("%d of %d plugs not updated (%s): they run the version they ran"
+                       % (len(bad), len(results), ", ".join(bad)))
+
+
 def cmd_provision(args):
     from wattlog.provision import ProvisionError, main_text, provision, settings
     try:
         creds = provision(args.dir, args.nodes, args.broker_host, args.port, args.tls,
-                          args.listen, progress=lambda text: print(text, file=sys.stderr))
+                          args.listen, progress=lambda text: print(text, file=sys.stderr),
+                          broadlink=args.broadlink)
     except ProvisionError as e:
         raise CliError(str(e)) from None
     used = settings(args.dir)
@@ -573,6 +609,25 @@ def build_parser():
                    help="seconds to wait for the plug's answer (default %(default)s)")
     g.set_defaults(func=cmd_plug)
 
+    o = sub.add_parser("ota", help="update plugs over the air (verified, tried, rolled back)")
+    o.add_argument("nodes", nargs="*", metavar="NODE", help="node ids to update")
+    o.add_argument("--all", action="store_true", help="every plug provisioned in --dir")
+    o.add_argument("--parallel", type=int, default=1, metavar="N",
+                   help="plugs updated at a time (default 1); none starts after a failure")
+    o.add_argument("--dir", default="/etc/wattlog",
+                   help="wattlog provision's directory: the plugs' update keys")
+    o.add_argument("--build", metavar="DIR",
+                   help="a folder tools/build made (default: run tools/build, use build/device)")
+    o.add_argument("--trial", type=int, default=120, metavar="S",
+                   help="seconds the new version has to confirm itself (30..3600)")
+    o.add_argument("--broker", default="mqtt://wattlog-operator@127.0.0.1:1883",
+                   help="mqtt://USER@HOST[:PORT] (default %(default)s)")
+    o.add_argument("--password-file", metavar="FILE",
+                   help="wattlog-operator's broker password (else $%s)" % PASSWORD_ENV)
+    o.add_argument("--base-topic", default="wattlog")
+    o.add_argument("--ca", help="CA certificate file for an mqtts:// broker")
+    o.set_defaults(func=cmd_ota)
+
     v = sub.add_parser("provision", help="credentials, ACL, broker config and node configs")
     v.add_argument("--dir", required=True, help="where the files go (kept between runs)")
     v.add_argument("--broker-host", required=True, help="the broker's address, as plugs reach it")
@@ -580,6 +635,9 @@ def build_parser():
     v.add_argument("--listen", metavar="ADDR",
                    help="the address the broker listens on (default: all interfaces)")
     v.add_argument("--tls", action="store_true", help="make a CA and a server certificate")
+    v.add_argument("--broadlink", choices=("off", "read", "control"),
+                   help="the plugs answer the Broadlink SP3S protocol: read, or control (anyone "
+                        "on the LAN can then switch them); default: as their config.json has it")
     v.add_argument("nodes", nargs="+", metavar="NODE", help="node ids to provision")
     v.set_defaults(func=cmd_provision)
 

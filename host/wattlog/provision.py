@@ -12,7 +12,10 @@ port, listen address and TLS, so a later run need not repeat them):
   acl                  mosquitto ACL (below)
   mosquitto.conf       a listener (all interfaces, or --listen ADDR) that refuses anonymous
                        clients, ties each client id to its user name and uses the two files
-  nodes/<node>/config.json   what goes on the plug's flash (broker host, port, user, password)
+  nodes/<node>/config.json   what goes on the plug's flash (broker host, port, user, password,
+                       ota_key)
+  nodes/<node>/ota.key the plug's update key (64 hex digits, 0600, made once): `wattlog ota`
+                       authenticates each update's manifest with it (HMAC-SHA256)
   http.token           the token the HTTP API's actions (relay, commands) need (0600)
   wattlog.toml         the collector's settings (settings.py): the broker's URL, its password
                        file, the HTTP side; relative paths, so systemd can hand the files over
@@ -37,14 +40,16 @@ place: hence a user per program.
 
 Users and what the ACL lets them do, each exactly what it uses (a `user` block each: every
 user in credentials.json but the three programs' is a node):
-  <node>              write wattlog/<node>/status, state, readings, log and
-                      homeassistant/device/<node>/config; read wattlog/<node>/relay/set, cmd,
-                      ack, state (its own, after a power cut) and homeassistant/status
+  <node>              write wattlog/<node>/status, state, readings, log, ota/req, ota/status
+                      and homeassistant/device/<node>/config; read wattlog/<node>/relay/set,
+                      cmd, ack, state (its own, after a power cut), ota/manifest, ota/chunk
+                      and homeassistant/status
   wattlog-collector   read wattlog/+/readings, status and ack (the retained acks, at start-up);
                       write wattlog/+/ack; for its HTTP API (api.py) read wattlog/+/state
                       and log and homeassistant/device/+/config (the firmware version)
   wattlog-operator    `wattlog plug`: read wattlog/+/status and state; write wattlog/+/relay/set
-                      and wattlog/+/cmd
+                      and wattlog/+/cmd; `wattlog ota`: write wattlog/+/ota/manifest and
+                      ota/chunk, read wattlog/+/ota/req and ota/status
   homeassistant       read wattlog/+/status and state; write wattlog/+/relay/set; readwrite
                       homeassistant/# (discovery, its own status)
 A node therefore cannot publish readings as another node, switch another node's relay, nor
@@ -91,6 +96,10 @@ topic read %(base)s/+/status
 topic read %(base)s/+/state
 topic write %(base)s/+/relay/set
 topic write %(base)s/+/cmd
+topic write %(base)s/+/ota/manifest
+topic write %(base)s/+/ota/chunk
+topic read %(base)s/+/ota/req
+topic read %(base)s/+/ota/status
 
 user %(homeassistant)s
 topic read %(base)s/+/status
@@ -107,11 +116,15 @@ topic write %(base)s/%(node)s/status
 topic write %(base)s/%(node)s/state
 topic write %(base)s/%(node)s/readings
 topic write %(base)s/%(node)s/log
+topic write %(base)s/%(node)s/ota/req
+topic write %(base)s/%(node)s/ota/status
 topic write %(ha)s/device/%(node)s/config
 topic read %(base)s/%(node)s/relay/set
 topic read %(base)s/%(node)s/cmd
 topic read %(base)s/%(node)s/ack
 topic read %(base)s/%(node)s/state
+topic read %(base)s/%(node)s/ota/manifest
+topic read %(base)s/%(node)s/ota/chunk
 topic read %(ha)s/status
 
 """
@@ -145,10 +158,14 @@ def _share_dir(directory):
 
 
 def provision(directory, nodes, broker_host, port=None, tls=False, listen=None, base="wattlog",
-              ha_prefix="homeassistant", progress=print):
+              ha_prefix="homeassistant", progress=print, broadlink=None):
     """Returns {user: password} for everything provisioned so far. The broker's address, port,
     listen address and TLS are remembered (provision.json): a later run without them keeps
-    them, and one that changes them rewrites every plug's config.json and says so."""
+    them, and one that changes them rewrites every plug's config.json and says so. broadlink
+    ("off", "read" or "control": the plug's SP3S protocol, wattnode/broadlink.py) is set in the
+    named plugs' config.json; without it each keeps the mode its config.json has."""
+    if broadlink not in (None, "off", "read", "control"):
+        raise ProvisionError("--broadlink %r must be off, read or control" % broadlink)
     if not broker_host or not broker_host.strip() or any(c.isspace() for c in broker_host):
         raise ProvisionError("--broker-host %r is not an address: give the name or IP address "
                              "the plugs reach the broker at, e.g. 192.168.1.10" % broker_host)
@@ -217,13 +234,27 @@ def provision(directory, nodes, broker_host, port=None, tls=False, listen=None, 
         os.makedirs(node_dir, mode=0o700, exist_ok=True)
         broker = {"host": broker_host, "port": port, "user": node, "password": creds[node],
                   "ca": "ca.crt" if tls else None}
-        durable.write_json(os.path.join(node_dir, "config.json"),
-                           {"node_id": node, "base_topic": base, "broker": broker}, mode=0o600)
+        _create_once(ota_key_file(directory, node), (secrets.token_hex(32) + "\n").encode())
+        node_config = {"node_id": node, "base_topic": base, "broker": broker,
+                       "ota_key": read_ota_key(directory, node)}
+        mode = broadlink or _kept_broadlink(os.path.join(node_dir, "config.json"))
+        if mode:
+            node_config["broadlink"] = mode
+        durable.write_json(os.path.join(node_dir, "config.json"), node_config, mode=0o600)
     config = os.path.join(directory, CONFIG_FILE)
     url = broker_url(COLLECTOR, _collector_host(broker_host, listen, tls), port, tls)
     if not _create_once(config, collector_config(config, url, tls, base).encode()) and moved:
         progress("%s is yours and is kept as it is: set broker = \"%s\" in it" % (config, url))
     return creds
+
+
+def _kept_broadlink(path):
+    """The broadlink mode a plug's config.json already has (None: none, or unreadable)."""
+    try:
+        mode = (durable.read_json(path) or {}).get("broadlink")
+    except (ValueError, AttributeError):
+        return None
+    return mode if mode in ("off", "read", "control") else None
 
 
 def _create_once(path, data):
@@ -329,6 +360,25 @@ def _write_passwd(tool, path, creds, mode, gid, progress):
 def settings(directory):
     """What provision.json remembers: broker_host, port, tls, listen."""
     return durable.read_json(os.path.join(directory, "provision.json"))
+
+
+def ota_key_file(directory, node):
+    return os.path.join(directory, "nodes", node, "ota.key")
+
+
+def read_ota_key(directory, node):
+    """The plug's update key (hex), or ProvisionError naming the file."""
+    path = ota_key_file(directory, node)
+    try:
+        with open(path) as f:
+            key = f.read().strip()
+    except OSError as e:
+        raise ProvisionError("cannot read %s (%s): run wattlog provision for %s"
+                             % (path, e.strerror, node)) from None
+    if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
+        raise ProvisionError("%s is not 64 hex digits: remove it and run wattlog provision "
+                             "for %s" % (path, node))
+    return key
 
 
 def password_file(directory, user):

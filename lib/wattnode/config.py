@@ -21,6 +21,11 @@ config.json, on the flash root:
                                    the plug takes the collector's clock from its acks
   calibration {"voltage_gain": 1.0, "current_gain": 1.0, "power_gain": 1.0,
                "power_points": [[measured_w, true_w], ...]}   see calib.py
+  broadlink   "off"                answer the Broadlink SP3S local protocol (broadlink.py):
+                                   "off", "read" or "control" (anyone on the LAN can switch)
+  broadlink_port 80                its UDP port, 1..65535
+  ota_key     null                 64 hex digits: the key that authenticates update manifests
+                                   (ota.py); `wattlog provision` makes one per plug. Secret.
 board.json, on the flash root: a copy of boards/<plug>.json (name, hal, chip, pins, ring_kib).
 
 A value of the wrong type or out of range is replaced by its default and reported; an
@@ -56,12 +61,17 @@ DEFAULTS = {
     "watchdog_s": 60,
     "ntp_host": "",
     "calibration": {},
+    "broadlink": "off",
+    "broadlink_port": 80,
+    "ota_key": None,
 }
 _RANGES = {"interval_s": (1, 3600), "batch_max": (1, 1024), "batch_wait_s": (0, 600),
            "ack_timeout_s": (0, 28800),
-           "checkpoint_wh": (1, 100000), "checkpoint_s": (60, 604800), "watchdog_s": (10, 600)}
-_CHOICES = {"relay_power_on": ("off", "on", "restore")}
-_STR_OR_NULL = ("broker.user", "broker.password", "broker.ca")
+           "checkpoint_wh": (1, 100000), "checkpoint_s": (60, 604800), "watchdog_s": (10, 600),
+           "broadlink_port": (1, 65535)}
+_CHOICES = {"relay_power_on": ("off", "on", "restore"),
+            "broadlink": ("off", "read", "control")}
+_STR_OR_NULL = ("broker.user", "broker.password", "broker.ca", "ota_key")
 _SECRET_WORDS = ("password", "key", "token", "secret")
 _ID_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_-"
 

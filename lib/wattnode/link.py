@@ -4,7 +4,8 @@
 Topics under <base>/<node>/: status (retained "online"; the broker publishes the retained
 last will "offline" when the node vanishes), state (retained JSON after each slot), readings
 (QoS 1 binary batches, wire.py), log (plain-words events), relay/set (ON / OFF / TOGGLE), cmd
-(JSON commands), ack (from the collector); and homeassistant/status (Home Assistant's
+(JSON commands), ack (from the collector), ota/manifest and ota/chunk in, ota/req and
+ota/status out (over-the-air updates, ota.py); and homeassistant/status (Home Assistant's
 "online" asks for discovery again). All are subscribed, in one SUBSCRIBE, before "online" is
 said, so the collector's answer to it cannot be missed. While `read_state` is set (the node's
 energy total is not settled yet: energy.py) its own state topic is subscribed too, in a
@@ -82,8 +83,8 @@ _MAX_PACKETS_PER_SERVICE = const(16)
 class Link:
     def __init__(self, node_id, cfg, ring, interval_s, boot, random_bytes, handlers):
         """handlers: {"relay": f(msg), "cmd": f(msg), "clock": f(unix s), "discovery": f(),
-        "energy": f(Wh or -1, unix s), "state": f(msg or None)}, each called from service();
-        "energy" and "state" are optional."""
+        "energy": f(Wh or -1, unix s), "state": f(msg or None), "ota": f(topic, msg)}, each
+        called from service(); "energy", "state" and "ota" are optional."""
         base = "%s/%s/" % (cfg["base_topic"], node_id)
         self.t_status = (base + "status").encode()
         self.t_state = (base + "state").encode()
@@ -93,7 +94,12 @@ class Link:
         self.t_ack = (base + "ack").encode()
         self.t_ha_status = (cfg["discovery_prefix"] + "/status").encode()
         self.t_readings = (base + "readings").encode()
-        self._topics = (self.t_relay_set, self.t_cmd, self.t_ack, self.t_ha_status)
+        self.t_ota_manifest = (base + "ota/manifest").encode()  # over-the-air updates: ota.py
+        self.t_ota_chunk = (base + "ota/chunk").encode()
+        self.t_ota_req = (base + "ota/req").encode()
+        self.t_ota_status = (base + "ota/status").encode()
+        self._topics = (self.t_relay_set, self.t_cmd, self.t_ack, self.t_ha_status,
+                        self.t_ota_manifest, self.t_ota_chunk)
         self._sub_pid = -1         # the packet id of the SUBSCRIBE for self._topics
         self.read_state = False    # subscribe to its own retained state (energy.py)
         self.hold = False          # send no batch (the energy total is not settled)
@@ -398,3 +404,6 @@ class Link:
             self._handlers["discovery"]()
         elif topic == self.t_state and self.read_state:
             self._handlers["state"](msg)
+        elif (topic == self.t_ota_manifest or topic == self.t_ota_chunk) and \
+                "ota" in self._handlers:
+            self._handlers["ota"](topic, msg)

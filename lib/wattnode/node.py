@@ -30,16 +30,19 @@ repl.status(), start.py's crash text). Its keys (None where not known yet):
   link_up connects batches bytes_sent acks resends bad_acks last_error   the link
   commands bad_commands                       messages on cmd and relay/set; refused ones
   meter_faults heap_free                      {fault kind: count}; bytes
+  broadlink broadlink_counts                  the SP3S protocol's mode; its counters (or None)
+  version                                     the node code running (wattnode.__version__)
 It allocates (a dict, floats): it is called rarely, never on the sampling path.
 """
 
 import gc
 import json
+import os
 import sys
 import time
 from binascii import hexlify
 
-from wattnode import meters, wire
+from wattnode import __version__, meters, wire
 from wattnode.calib import Calibration
 from wattnode.clock import TimeKeeper
 from wattnode.energy import EnergyStore
@@ -94,7 +97,7 @@ class Node:
         self.link = Link(self.node_id, cfg, self.ring, cfg["interval_s"], self.boot, hw.urandom,
                          {"relay": self.on_relay, "cmd": self.on_cmd, "clock": self.on_clock,
                           "discovery": self.announce, "energy": self.on_energy,
-                          "state": self.on_own_state})
+                          "state": self.on_own_state, "ota": self.on_ota})
         self.link.read_state = self.link.hold = not self.energy.settled
         self._settle_ms = -1  # when the link came up with the total still unsettled
         self._heard_state = False  # the broker has sent what it retains of our state
@@ -107,6 +110,13 @@ class Node:
         self._held = False
         self.commands = 0      # messages taken on cmd and relay/set
         self.bad_commands = 0  # of them refused (said on the log)
+        self.broadlink = None  # the SP3S protocol (broadlink.py), imported only when it is on
+        if cfg["broadlink"] != "off":
+            self._start_broadlink(problems)
+        self.ota = None  # over-the-air update work (ota.py), loaded only when there is some
+        if _ota_work():
+            from wattnode import ota
+            self.ota = ota.Updater(self)
 
     def _begin(self, now, boot_ticks):
         """The wall time is known: start slotting (with the readings held since boot)."""
@@ -176,6 +186,10 @@ class Node:
                 self._settle_when_due()
             if now < 0:  # no wall time yet: keep measuring, stamp nothing
                 self.link.service(self.hw.wifi_up())
+                if self.ota is not None:
+                    self._ota_service()
+                if self.broadlink is not None:
+                    self.broadlink.service()
                 if self.reboot_reason:
                     self.reboot()
                 clock.wait(clock.time_s() + 1, LOOP_MS, self.meter.poll_ms)
@@ -197,6 +211,10 @@ class Node:
                 if news:
                     self.link.log(news)
             self.link.service(self.hw.wifi_up())
+            if self.ota is not None:
+                self._ota_service()
+            if self.broadlink is not None:
+                self.broadlink.service()
             if self.link.up and self._announced != self.link.connects:
                 self.announce()
             if self.reboot_reason:
@@ -244,6 +262,33 @@ class Node:
             self.bad_commands += 1
             self.link.log("relay/set: %r is not ON, OFF or TOGGLE; relay unchanged" % msg)
 
+    def _start_broadlink(self, problems):
+        """The SP3S protocol, or the reason it is not running in `problems`: the node runs on
+        without it (a plug short of heap must not crash-loop for it)."""
+        try:
+            from wattnode import broadlink
+            bl = broadlink.Server(self.cfg["broadlink"], self.cfg["broadlink_port"],
+                                  self.hw.mac(), self.node_id, self.hw.urandom,
+                                  lambda: self.sampler.power_dw, lambda: self.controls.on,
+                                  self.on_broadlink, lambda text: self.link.log(text))
+            bl.open()
+        except OSError as e:
+            problems.append("cannot listen for Broadlink clients on UDP port %d (%s); running "
+                            "without" % (self.cfg["broadlink_port"], e))
+            return
+        except MemoryError:
+            problems.append("no heap left for the Broadlink protocol (about 10 KiB); running "
+                            "without it")
+            return
+        self.broadlink = bl
+
+    def on_broadlink(self, on, who):
+        """A Broadlink client's set_power (control mode): the path of an MQTT relay/set."""
+        was = self.controls.on
+        self.on_relay(b"ON" if on else b"OFF")
+        if self.controls.on != was:
+            self.link.log("broadlink: %s switched the relay %s" % (who, "ON" if on else "OFF"))
+
     def on_cmd(self, msg):
         from wattnode import commands  # loaded on the first command: most plugs never get one
         self.commands += 1
@@ -289,6 +334,27 @@ class Node:
             return
         self.energy.offer(int(kwh * 1000 + 0.5), t - wire.EPOCH_UNIX, "state")
 
+    def on_ota(self, topic, msg):
+        """ota/manifest or ota/chunk: ota.py is loaded with the first one. A MemoryError is
+        refused, not a crash."""
+        try:
+            if self.ota is None:
+                from wattnode import ota
+                self.ota = ota.Updater(self)
+            self.ota.message(topic, msg)
+        except MemoryError:  # the heap cannot take an update now: the node runs on
+            self.link.log("ota: no heap left to take an update (%d bytes free); the running "
+                          "version is kept" % gc.mem_free())
+
+    def _ota_service(self):
+        ota = self.ota
+        if self.link.up:
+            ota.service()
+        else:
+            ota.check_deadline()
+        if not ota.busy():
+            self.ota = None
+
     def announce(self):
         """Home Assistant discovery (discovery.py), retained."""
         self._announced = self.link.connects  # once per connection, whatever happens
@@ -327,10 +393,13 @@ class Node:
         if self.sampler.last_slot >= 0:  # a state with a slot's values, not an empty one
             self.publish_state(True)
         self.energy.checkpoint(self.sampler.energy_wh, self.sampler.rem_dj, self.hw.clock.time_s())
+        gc.collect()  # the loop's garbage first: in a tight heap the status dict needs the room
         st = self.status()
         print("summary ", end="")
         json.dump(st, sys.stdout)  # written as it goes: the line is never whole in the heap
         print()
+        if self.broadlink is not None:
+            self.broadlink.close()
         self.link.close()
 
     def status(self):
@@ -356,7 +425,26 @@ class Node:
             "bad_acks": link.bad_acks, "last_error": link.last_error,
             "commands": self.commands, "bad_commands": self.bad_commands,
             "meter_faults": dict(zip(meters.FAULTS, self.meter.faults)), "heap_free": gc.mem_free(),
+            "broadlink": self.cfg["broadlink"],
+            "broadlink_counts": self.broadlink.counts() if self.broadlink else None,
+            "version": __version__,
         }
+
+
+def _ota_work():
+    """True when the flash holds over-the-air update work for this boot (ota.py's files: an
+    outcome to report, a transfer to resume, a version on trial)."""
+    for path in ("ota/result", "ota/stage/manifest"):
+        try:
+            os.stat(path)
+            return True
+        except OSError:
+            pass
+    try:
+        with open("ota/boot") as f:
+            return " trial " in f.read()
+    except OSError:
+        return False
 
 
 def _unix(t_s):

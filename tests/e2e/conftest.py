@@ -8,7 +8,9 @@ real-time bound) is marked @pytest.mark.realtime and says why in its docstring; 
 longest, so they are collected first: run side by side (pytest-xdist, one test at a time to
 each worker: tools/lib/testrun.py), they start first and the quick ones fill in around them."""
 
+import fcntl
 import json
+import subprocess
 import sys
 
 import pytest
@@ -19,6 +21,30 @@ sys.path.insert(0, str(REPO / "tools" / "lib"))
 sys.path.append(str(REPO / "lib"))  # lib/wattsim: its profiles compute what the plugs send
 
 from broker import Broker  # noqa: E402  (tools/lib is not a package)
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory, worker_id):
+    """tools/build, once for the whole run: every test that runs the .mpy files (simnode
+    --mpy) or copies build/device shares one build. Two builds side by side would delete each
+    other's build/ under the plugs that run from it, so the first worker to get here builds,
+    under a lock the others wait on (their base temp dirs share a parent, one per run)."""
+    if worker_id == "master":  # not under xdist: nobody else builds
+        _build()
+        return REPO / "build"
+    root = tmp_path_factory.getbasetemp().parent
+    with open(root / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / "build.done").exists():
+            _build()
+            (root / "build.done").write_text("built\n")
+    return REPO / "build"
+
+
+def _build():
+    done = subprocess.run([str(REPO / "tools" / "build")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, "tools/build failed:\n" + done.stdout + done.stderr
 
 
 @pytest.fixture

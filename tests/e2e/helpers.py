@@ -2,6 +2,7 @@
 Every wait is bounded."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -116,3 +117,11 @@ def aligned_past(seconds, interval=10):
     t = int(time.time()) - seconds
     return t - t % interval
 
+
+def secret_file(path, text):
+    """A secret (a token, a password) in a file created 0600 from the start, as wattlog
+    provision makes them; its path."""
+    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text + "\n")
+    return str(path)

@@ -11,7 +11,6 @@ for the 300 s commit interval, so they are pending, not committed, while the tes
 """
 
 import json
-import os
 import queue
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from http.client import HTTPConnection
 import pytest
 
 from broker import Broker, free_port
-from helpers import REPO, SimNode, aligned_past
+from helpers import REPO, SimNode, aligned_past, secret_file
 from wattlog.provision import COLLECTOR, OPERATOR
 from wattnode import __version__
 
@@ -37,10 +36,7 @@ class Rig:
     def __init__(self, work):
         self.broker = Broker(str(work / "mosquitto")).start()
         self.data = work / "data"
-        self.token_file = work / "http.token"
-        fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.write(fd, (TOKEN + "\n").encode())
-        os.close(fd)
+        self.token_file = secret_file(work / "http.token", TOKEN)
         self.port = free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         self.log_path = work / "collector.log"

@@ -11,7 +11,6 @@ at 100x (ten readings a second each), as in test_faults.py.
 """
 
 import json
-import os
 import re
 import shutil
 import socket
@@ -23,7 +22,7 @@ import time
 import numpy as np
 import pytest
 
-from helpers import REPO, Collector
+from helpers import REPO, Collector, secret_file
 from test_faults import finish, start_plugs, watts
 from wattlog.feeds import Registry
 from wattlog.phpfina import Feed
@@ -51,13 +50,6 @@ class InfluxCollector(Collector):
              "--password-file", str(password_file), "--data", self.data,
              "--commit-interval", str(commit_interval), "--status-interval", "2"]
             + influx_args, stdout=self._log, stderr=subprocess.STDOUT)
-
-
-def secret_file(path, text):
-    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text + "\n")
-    return str(path)
 
 
 def committed_points(data):

@@ -11,14 +11,13 @@ sampler - and the files must be the emoncms PHPFina layout byte for byte.
 
 import json
 import struct
-import subprocess
 import time
 
 import numpy as np
 import pytest
 
 from broker import Broker, free_port
-from helpers import REPO, aligned_past, summary, wattlog
+from helpers import aligned_past, summary, wattlog
 from test_energy_promise import Messages
 from wattnode import wire
 from wattsim.profiles import Profile, voltage_cv
@@ -139,12 +138,11 @@ def test_a_plug_stopped_cleanly_sends_what_it_holds(broker, collectors, simnodes
     assert len(rows) == s["produced"] and all(r.endswith(",1000") for r in rows)
 
 
-def test_the_node_runs_in_a_limited_heap(broker, collectors, simnodes, tmp_path):
+def test_the_node_runs_in_a_limited_heap(broker, collectors, simnodes, tmp_path, built):
     """The whole node with its 48 KiB ring, a BL0937 driver and the simulated chip, run from
     the .mpy files a plug runs, in a 200 KiB heap (tools/bench/heap measures 190-191 KiB on
     this 64-bit port, where umqtt.simple is loaded as .mpy too; an ESP32 has it frozen. The
     README gives the 32-bit figures)."""
-    subprocess.run([str(REPO / "tools" / "build")], check=True, capture_output=True, timeout=300)
     collector = collectors(broker.url, tmp_path / "data", commit_interval=300)
     collector.wait_for("listening on")
     s = simnodes(broker.port, "tight", "--mpy", "--heap-kib", 200, "--board", "devkit-bl0937",

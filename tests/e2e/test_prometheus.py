@@ -25,8 +25,7 @@ import urllib.request
 import pytest
 
 from broker import Broker, free_port
-from helpers import REPO, Collector, SimNode, aligned_past
-from test_influx import secret_file
+from helpers import REPO, Collector, SimNode, aligned_past, secret_file
 from wattlog.provision import COLLECTOR
 
 pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None,

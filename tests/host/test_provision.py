@@ -24,7 +24,8 @@ from wattlog.provision import (CLIENTS, COLLECTOR, HOMEASSISTANT, OPERATOR, Prov
 SECRETS = ("credentials.json", "wattlog-collector.password", "wattlog-operator.password",
            "homeassistant.password", "ca.key", "config.json", "provision.json")
 BROKER_READS = ("passwd", "acl", "mosquitto.conf", "server.key", "server.crt", "ca.crt")
-MADE_ONCE = ("http.token", "wattlog.toml")  # created whole (0600) and then kept, not replaced
+# created whole (0600) and then kept, not replaced
+MADE_ONCE = ("http.token", "wattlog.toml", "ota.key")
 needs_group = pytest.mark.skipif(broker_gid() is None, reason="no group mosquitto here")
 
 

@@ -6,8 +6,11 @@ Starts a private mosquitto on a free loopback port (authentication and ACL on, a
 wattlog provision sets a real one up), the collector writing to ./demo-data, and
 N simulated plugs (washer, fridge, heat pump, in turn) running the real firmware on the
 MicroPython unix port. The plugs backfill the last 24 h at high speed (--backfill seconds of
-real time), then carry on in real time. It shows their progress, and stops everything in
-order - plugs, collector (final commit), broker - after --duration seconds or on Ctrl-C.
+real time), then carry on in real time. The collector serves its HTTP API and the dashboard
+on a free loopback port, whose address it prints (the token the page asks for to switch a
+relay is in a file made 0600 in the logs directory). It shows their progress, and stops
+everything in order - plugs, collector (final commit), broker - after --duration seconds or
+on Ctrl-C.
 Then it lists the feeds, plots each plug's power over the day, and says how to look further.
 """
 

@@ -1,4 +1,5 @@
 """deploy.py - put the node on a plug with mpremote: tools/deploy --port PORT --board NAME --config FILE
+                                                                [--broadlink off|read|control]
 
 1. the port is checked first: with no device there it says so in one line, naming the USB
    serial ports that do exist (`mpremote connect list`);
@@ -67,6 +68,28 @@ def plan(board_name, config_path):
             local = os.path.join(root, name)
             files.append((local, ":" + os.path.relpath(local, device)))
     return files, problems
+
+
+def with_broadlink(config_path, mode):
+    """A copy of config.json with "broadlink" set, in a private temporary folder: created
+    0600 (it holds the broker password), gone when the process ends."""
+    import atexit
+    import shutil
+    import tempfile
+    try:
+        with open(config_path) as f:
+            cfg = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit("deploy: cannot read %s (%s)" % (config_path, e))
+    if not isinstance(cfg, dict):
+        sys.exit("deploy: %s does not hold a JSON object" % config_path)
+    cfg["broadlink"] = mode
+    folder = tempfile.mkdtemp(prefix="wattlog-deploy-")
+    atexit.register(shutil.rmtree, folder, True)
+    path = os.path.join(folder, "config.json")
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        json.dump(cfg, f)
+    return path
 
 
 def folders(files):
@@ -155,7 +178,12 @@ def main():
     p.add_argument("--board", required=True, help="a board file name from boards/")
     p.add_argument("--config", required=True, help="the plug's config.json")
     p.add_argument("--dry-run", action="store_true", help="check and print the plan only")
+    p.add_argument("--broadlink", choices=("off", "read", "control"),
+                   help="set config.json's broadlink mode on the plug (the SP3S protocol; "
+                        "control lets anyone on the LAN switch it)")
     args = p.parse_args()
+    if args.broadlink:
+        args.config = with_broadlink(args.config, args.broadlink)
     port = resolve_port(args.port)
     if not args.dry_run:
         problem = port_problem(port)

@@ -27,7 +27,8 @@ needs a --board whose chip is simulated (boards/sim.json measures its profile ex
 argument ends with one line saying what is wrong, never a traceback.
 
 The node logs in with the broker user and password of --node-config, the config.json that
-`wattlog provision` made for it (nodes/<node>/config.json): a password is never an argument,
+`wattlog provision` made for it (nodes/<node>/config.json), and takes its update key
+(ota_key) from there too: a password or key is never an argument,
 where `ps` would show it. The config.json in the flash folder holds it too, so it is created
 0600.
 """
@@ -128,11 +129,11 @@ def broker_addr(text):
 
 
 def node_login(path):
-    """(user, password) from a provisioned node config.json (never printed)."""
+    """(user, password, ota_key) from a provisioned node config.json (never printed)."""
     try:
         with open(path) as f:
-            broker = json.load(f)["broker"]
-        return broker["user"], broker["password"]
+            cfg = json.load(f)
+        return cfg["broker"]["user"], cfg["broker"]["password"], cfg.get("ota_key")
     except (OSError, ValueError, KeyError, TypeError):
         raise argparse.ArgumentTypeError(
             "%s is not a node config made by wattlog provision (nodes/<node>/config.json)"
@@ -190,8 +191,8 @@ def parse(argv=None):
 
 
 def write_flash(flash, args):
-    user, password = args.node_config or (None, None)
-    cfg = {"node_id": args.id, "interval_s": args.interval,
+    user, password, ota_key = args.node_config or (None, None, None)
+    cfg = {"node_id": args.id, "interval_s": args.interval, "ota_key": ota_key,
            "broker": {"host": args.broker[0], "port": args.broker[1],
                       "user": user, "password": password}}
     sim = {"profile": args.profile, "speed": args.speed, "start": args.start,
@@ -249,7 +250,9 @@ def main():
     os.makedirs(flash, exist_ok=True)
     write_flash(flash, args)
     fw = os.path.join(REPO, "firmware")
-    launch = ("import wattsim; wattsim.install(); exec(open(%r).read()); exec(open(%r).read())"
+    # boot.py first: it chooses the node's version (an update's, ota/<version> on the flash)
+    # before anything imports wattnode; the simulator is plugged into that version
+    launch = ("exec(open(%r).read()); import wattsim; wattsim.install(); exec(open(%r).read())"
               % (os.path.join(fw, "boot.py"), os.path.join(fw, "main.py")))
     libs = [os.path.join(REPO, "build", "mpy")] if args.mpy else [os.path.join(REPO, "lib"),
                                                                    os.path.join(REPO, ".mplib")]

@@ -46,8 +46,9 @@ def run_pytest(suite, extra):
         os.remove(report)
     workers = int(os.environ.get("WATTLOG_TEST_WORKERS", "4"))
     # one test at a time to each worker: the long real-time tests, collected first
-    # (tests/e2e/conftest.py), start first instead of queueing behind each other
-    parallel = ["-n", str(workers), "--maxschedchunk", "1"] \
+    # (tests/e2e/conftest.py), start first instead of queueing behind each other; a module
+    # marked xdist_group runs on one worker, so its costly module fixture is made once
+    parallel = ["-n", str(workers), "--maxschedchunk", "1", "--dist", "loadgroup"] \
         if suite == "e2e" and workers > 1 else []
     proc = subprocess.run([sys.executable, "-m", "pytest", "tests/" + suite, "-q",
                            "--junitxml=" + report] + parallel + extra, cwd=REPO)

@@ -1,5 +1,5 @@
 """page.py - the dashboard's files, served by the collector's HTTP side (api.py adds these
-routes to its aiohttp app): / is index.html, /web/<file> the page's own script and style,
+routes to its aiohttp app): / is index.html, /web/<file> the page's own scripts and style,
 /web/lib/<file> the chart library (uPlot).
 
 Design notes:
@@ -25,7 +25,9 @@ WEB_DIR = os.path.dirname(os.path.abspath(__file__))
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(WEB_DIR)))
 LIB_DIRS = (os.path.join(CHECKOUT, "node_modules", "uplot", "dist"),
             "/usr/local/share/wattlog/uplot", "/usr/share/wattlog/uplot")
-OWN = {"app.js": "text/javascript", "style.css": "text/css"}
+OWN = dict({name + ".js": "text/javascript" for name in
+             ("app", "common", "overview", "history", "energy", "health")},
+           **{"style.css": "text/css"})
 LIB = {"uPlot.iife.min.js": "text/javascript", "uPlot.min.css": "text/css"}
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")

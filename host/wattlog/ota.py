@@ -1,0 +1,238 @@
+"""ota.py - `wattlog ota NODE... | --all [--parallel N]`: send a build of the node to plugs over
+MQTT and wait until each has confirmed it (or rolled back), one line per plug at the end.
+
+The plug's side, the topics and the manifest are described in lib/wattnode/ota.py. Here:
+- the build is a folder laid out as tools/build's build/device: lib/wattnode/... (every file is
+  sent, as "wattnode/...") and `version` (one line; else the version of lib/wattnode here);
+- each plug's manifest is authenticated with its own key, nodes/<node>/ota.key in the
+  provision directory (HMAC-SHA256 over the manifest's JSON bytes);
+- the plug drives the transfer: it asks for (file, offset, n, k) on ota/req and this answers
+  with up to k chunks; a plug that stops asking for TRANSFER_TIMEOUT_S has failed;
+- the plug's ota/status says what happened (receiving, refused, switching, confirmed, rolled
+  back); only live messages count (a retained one is from an earlier update);
+- one MQTT connection for every plug (the broker knows wattlog-operator as one client id);
+  --parallel N plugs at a time (default 1), and no new plug is started once one has failed,
+  so a bad build stops at the first plug it breaks.
+"""
+
+import hashlib
+import hmac
+import json
+import os
+import queue
+import secrets
+import struct
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import paho.mqtt.client as mqtt
+
+from wattlog.mqtt import client_for
+
+TRANSFER_TIMEOUT_S = 60.0   # a plug that has not asked for a chunk this long has failed
+ANSWER_TIMEOUT_S = 30.0     # for the plug's first answer to the manifest
+REPORT_S = 120.0            # after the trial: a rollback's drain, reboot and reconnect
+TRIAL_S = 120               # the trial a new version gets to reconnect, sample and be acked
+_CHUNK_HDR = struct.Struct("<HI")
+
+
+class OtaError(Exception):
+    pass
+
+
+def load_build(folder):
+    """(version, [(path, bytes)]) of a build folder (build/device)."""
+    root = os.path.join(folder, "lib")
+    files = []
+    for d, _, names in sorted(os.walk(os.path.join(root, "wattnode"))):
+        for name in sorted(names):
+            path = os.path.join(d, name)
+            with open(path, "rb") as f:
+                files.append((os.path.relpath(path, root).replace(os.sep, "/"), f.read()))
+    if not files:
+        raise OtaError("%s holds no lib/wattnode: run tools/build, or give --build a folder "
+                       "it made" % folder)
+    try:
+        with open(os.path.join(folder, "version")) as f:
+            version = f.read().strip()
+    except FileNotFoundError:
+        from wattnode import __version__ as version
+    return version, files
+
+
+def manifest(node, key_hex, version, files, trial_s=TRIAL_S, uid=None):
+    """The ota/manifest message for one plug, and its id."""
+    uid = uid or secrets.token_hex(4)
+    body = json.dumps({"id": uid, "node": node, "version": version, "trial_s": trial_s,
+                       "total": sum(len(c) for _, c in files),
+                       "files": [[p, len(c), hashlib.sha256(c).hexdigest()] for p, c in files]},
+                      separators=(",", ":")).encode()
+    mac = hmac.new(bytes.fromhex(key_hex), body, hashlib.sha256).hexdigest().encode()
+    return mac + b"\n" + body, uid
+
+
+class Fleet:
+    """One operator connection; messages routed to each plug's queue by topic."""
+
+    def __init__(self, broker_url, password, ca, base):
+        self.base = base
+        self.queues = {}
+        self.client, host, port = client_for(broker_url, "wattlog-ota-%d" % os.getpid(), ca,
+                                             password)
+        connected = queue.Queue()
+        self.client.on_connect = lambda c, u, f, rc, p: connected.put(rc)
+        self.client.on_message = self._route
+        try:
+            self.client.connect(host, port, keepalive=30)
+        except OSError as e:
+            raise OtaError("cannot reach the broker at %s:%d (%s)" % (host, port, e)) from None
+        self.client.loop_start()
+        try:
+            rc = connected.get(timeout=10)
+        except queue.Empty:
+            rc = "no answer"
+        if rc != 0:
+            self.close()
+            raise OtaError("the broker refused the operator's login (%s): check "
+                           "--password-file" % rc)
+        for t in ("ota/req", "ota/status"):
+            self.client.subscribe("%s/+/%s" % (base, t), qos=1)
+
+    def _route(self, client, userdata, m):
+        parts = m.topic.split("/")
+        q = self.queues.get(parts[1]) if len(parts) > 2 else None
+        if q is not None and not m.retain:
+            q.put(("/".join(parts[2:]), m.payload))
+
+    def close(self):
+        self.client.loop_stop()
+        self.client.disconnect()
+
+    def update(self, node, key_hex, version, files, trial_s, progress):
+        """Update one plug: a result dict (node, old, new, result, reason, bytes, seconds)."""
+        q = self.queues[node] = queue.Queue()
+        msg, uid = manifest(node, key_hex, version, files, trial_s)
+        t0 = time.monotonic()
+        out = {"node": node, "old": "?", "new": version, "result": "failed", "reason": "",
+               "bytes": len(msg), "seconds": 0.0}
+        base = "%s/%s/" % (self.base, node)
+        self.client.publish(base + "ota/manifest", msg, qos=1)
+        total = sum(len(c) for _, c in files)
+        deadline = time.monotonic() + ANSWER_TIMEOUT_S
+        shown = -1
+        try:
+            while True:
+                try:
+                    topic, payload = q.get(timeout=max(0.1, deadline - time.monotonic()))
+                except queue.Empty:
+                    out["reason"] = ("no answer from the plug in %d s" % ANSWER_TIMEOUT_S
+                                     if out["old"] == "?" else "the plug stopped asking for "
+                                     "chunks" if shown < 100 else "no confirmation in time")
+                    return out
+                try:
+                    m = json.loads(payload)
+                    if not isinstance(m, dict) or m.get("id") != uid:
+                        continue
+                except ValueError:
+                    continue
+                if topic == "ota/req":
+                    out["bytes"] += self._answer(base, files, m)
+                    deadline = time.monotonic() + TRANSFER_TIMEOUT_S
+                    done = sum(len(c) for _, c in files[:m.get("f", 0)]) + m.get("o", 0)
+                    pct = done * 100 // max(total, 1)
+                    if pct // 10 != shown // 10:
+                        shown = pct
+                        progress(node, done, total)
+                    continue
+                state = m.get("state")
+                if isinstance(m.get("heap_max"), int):
+                    out["heap_max"] = max(out.get("heap_max", 0), m["heap_max"])
+                if m.get("running") and out["old"] == "?":
+                    out["old"] = m["running"]
+                if state == "receiving":
+                    deadline = time.monotonic() + TRANSFER_TIMEOUT_S
+                elif state == "switching":
+                    progress(node, total, total)
+                    shown = 100
+                    # the trial, then a rollback's drain (node.DRAIN_MS), reboot and report
+                    deadline = time.monotonic() + trial_s + REPORT_S
+                elif state == "confirmed":
+                    out["result"] = "confirmed"
+                    return out
+                elif state in ("refused", "rolled back"):
+                    out["result"] = state
+                    out["reason"] = m.get("reason") or ""
+                    return out
+        finally:
+            out["seconds"] = round(time.monotonic() - t0, 1)
+            del self.queues[node]
+
+    def _answer(self, base, files, m):
+        """The chunks a request asks for; bytes sent."""
+        try:
+            fi, off, n, k = int(m["f"]), int(m["o"]), int(m["n"]), int(m["k"])
+        except (KeyError, TypeError, ValueError):
+            return 0
+        if not 0 <= fi < len(files) or not (0 < n <= 65536 and 0 < k <= 64):
+            return 0
+        content = files[fi][1]
+        sent = 0
+        for i in range(k):
+            o = off + i * n
+            if o >= len(content):
+                break
+            data = _CHUNK_HDR.pack(fi, o) + content[o:o + n]
+            self.client.publish(base + "ota/chunk", data, qos=1)
+            sent += len(data)
+        return sent
+
+
+def run(nodes, keys, build, broker_url, password, ca=None, base="wattlog", parallel=1,
+        trial_s=TRIAL_S, out=sys.stderr):
+    """Update `nodes` ({node: key hex} in keys), `parallel` at a time, none started after a
+    failure. Returns the result dicts, in the order of `nodes` (skipped ones "not started")."""
+    version, files = load_build(build)
+    lock = threading.Lock()
+    failed = threading.Event()
+
+    def progress(node, done, total):
+        width = 30
+        fill = done * width // max(total, 1)
+        with lock:
+            print("%-20s [%s%s] %3d%% %d/%d bytes" % (node, "#" * fill, "." * (width - fill),
+                                                      done * 100 // max(total, 1), done, total),
+                  file=out, flush=True)
+
+    fleet = Fleet(broker_url, password, ca, base)
+    results = {}
+
+    def one(node):
+        if failed.is_set():
+            results[node] = {"node": node, "old": "?", "new": version, "result": "not started",
+                             "reason": "an earlier plug failed", "bytes": 0, "seconds": 0.0}
+            return
+        r = fleet.update(node, keys[node], version, files, trial_s, progress)
+        results[node] = r
+        if r["result"] != "confirmed":
+            failed.set()
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+            list(pool.map(one, nodes))
+    finally:
+        fleet.close()
+    return [results[n] for n in nodes]
+
+
+def table(results):
+    """The result table: plug, old -> new version, result, bytes sent, seconds, and the plug's
+    heap high-water mark during the update (KiB; "-" when it did not say)."""
+    rows = [("plug", "version", "result", "bytes", "time s", "heap KiB")]
+    for r in results:
+        result = r["result"] + (": " + r["reason"] if r["reason"] else "")
+        heap = "%.1f" % (r["heap_max"] / 1024) if r.get("heap_max") else "-"
+        rows.append((r["node"], "%s -> %s" % (r["old"], r["new"]), result, str(r["bytes"]),
+                     "%.1f" % r["seconds"], heap))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)

@@ -1,0 +1,142 @@
+/* common.js - what every view of the dashboard shares: the state, the API call (with the
+   token as a header, every failure as a sentence), building elements (text only ever as
+   textContent, never innerHTML: the server's Content-Security-Policy is a second wall),
+   numbers and times in words, and the route: the view lives in the URL's fragment
+   (#history?feeds=a,b&start=...&end=now), so it is shareable and each zoom or pan is a
+   history entry the back button steps back through. */
+
+export const PALETTE = ["#0b6bcb", "#d9480f", "#2b8a3e", "#ae3ec9", "#e8590c", "#1098ad", "#c2255c",
+  "#5c940d", "#7048e8", "#f08c00", "#0c8599", "#a61e4d", "#364fc7", "#66a80f", "#9c36b5",
+  "#e67700", "#087f5b", "#c92a2a", "#495057", "#1864ab"];
+export const views = {};  // name -> its loader(params), filled by app.js
+
+export const state = {
+  token: localStorage.getItem("wattlog-token") || "",
+  plugs: new Map(),      // node -> health answer, its state kept current by the stream
+  colors: new Map(),     // node -> colour, fixed for the session
+  today: null, month: null, currency: "",
+  actions: true,         // the collector has a token set (GET /api says so)
+  chart: null, historyKey: "", historyTimer: null, historyFetch: null,
+  energy: null,
+  view: "", routed: null,
+};
+
+export const $ = (sel) => document.querySelector(sel);
+
+export function el(tag, props, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props || {})) {
+    if (k === "text") e.textContent = v;
+    else if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (k === "style") Object.assign(e.style, v);
+    else e.setAttribute(k, v);
+  }
+  for (const kid of kids) if (kid != null) e.append(kid);   // strings become text nodes
+  return e;
+}
+
+export function colorOf(node) {
+  if (!state.colors.has(node)) state.colors.set(node, PALETTE[state.colors.size % PALETTE.length]);
+  return state.colors.get(node);
+}
+
+/* -- the API ------------------------------------------------------------------------------ */
+
+export class ApiError extends Error {
+  constructor(message, status) { super(message); this.status = status; }
+}
+
+export async function api(path, options = {}) {
+  const headers = {};
+  if (state.token) headers.Authorization = "Bearer " + state.token;
+  if (options.body) headers["Content-Type"] = "application/json";
+  let resp;
+  try {
+    resp = await fetch(path, { method: options.method || "GET", headers, signal: options.signal,
+      body: options.body ? JSON.stringify(options.body) : undefined });
+  } catch (e) {
+    if (e.name === "AbortError") throw e;
+    throw new ApiError("The collector cannot be reached just now; is it running? The page " +
+                       "tries again by itself.", 0);
+  }
+  let body = null;
+  try { body = await resp.json(); } catch (e) { body = null; }
+  if (options.signal && options.signal.aborted) {   // a newer view asked meanwhile
+    throw new DOMException("superseded", "AbortError");
+  }
+  if (!resp.ok) {
+    const said = body && typeof body.error === "string" ? body.error
+      : "the collector answered " + resp.status + " " + resp.statusText;
+    throw new ApiError(sentence(said), resp.status);
+  }
+  return body;
+}
+
+export function sentence(text) {
+  text = String(text);
+  text = text.charAt(0).toUpperCase() + text.slice(1);
+  return /[.!?]$/.test(text) ? text : text + ".";
+}
+
+export function showError(what, err) {
+  const box = $("#error");
+  if (!err) { box.hidden = true; box.textContent = ""; return; }
+  box.textContent = what + ": " + (err instanceof ApiError ? err.message : sentence(err.message));
+  box.hidden = false;
+}
+
+/* -- numbers and times -------------------------------------------------------------------- */
+
+export function watts(w) {
+  if (w == null) return "–";
+  return Math.abs(w) >= 1000 ? (w / 1000).toFixed(2) + " kW" : w.toFixed(1) + " W";
+}
+export function kwh(x) { return x == null ? "–" : x.toFixed(3) + " kWh"; }
+export function money(x) { return x == null ? "" : " · " + x.toFixed(2) + " " + state.currency; }
+export function ago(t) {
+  if (!t) return "never";
+  const s = Math.max(0, Date.now() / 1000 - t);
+  if (s < 90) return Math.round(s) + " s ago";
+  if (s < 5400) return Math.round(s / 60) + " min ago";
+  if (s < 172800) return Math.round(s / 3600) + " h ago";
+  return new Date(t * 1000).toLocaleString();
+}
+export function when(t) { return t ? new Date(t * 1000).toLocaleString() : "–"; }
+export function bytes(n) {
+  if (n == null) return "–";
+  const units = ["B", "kB", "MB", "GB", "TB"];
+  let i = 0;
+  while (n >= 1000 && i < units.length - 1) { n /= 1000; i++; }
+  return (i ? n.toFixed(1) : n) + " " + units[i];
+}
+
+/* -- routing: the view lives in the URL's fragment ---------------------------------------- */
+
+export function parseHash() {
+  const [view, query] = location.hash.replace(/^#/, "").split("?");
+  return { view: ["overview", "history", "energy", "health"].includes(view) ? view : "overview",
+           params: new URLSearchParams(query || "") };
+}
+
+export function go(view, params, replace) {
+  const q = params ? params.toString() : "";
+  const url = "#" + view + (q ? "?" + q : "");
+  if (url === location.hash) return;
+  if (replace) history.replaceState(null, "", url); else history.pushState(null, "", url);
+  route();
+}
+
+export function route() {
+  const { view, params } = parseHash();
+  state.routed = location.hash;
+  state.view = view;
+  for (const s of document.querySelectorAll("main > section")) s.hidden = s.dataset.view !== view;
+  for (const a of document.querySelectorAll("nav a")) {
+    if (a.dataset.view === view) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  showError(null);
+  document.title = "wattlog · " + view;
+  views[view](params);
+}
