@@ -88,7 +88,7 @@ _FAULTS = re.compile(r"\S+ meter: (.*)")
 # what a plug's "info" answer (its Node.status(), lib/wattnode/node.py) says that health shows
 INFO_KEYS = ("boot", "uptime_s", "meter_faults", "capacity", "produced", "unacked", "unsent",
              "dropped", "connects", "batches", "acks", "resends", "bad_acks", "last_error",
-             "link_up", "commands", "bad_commands", "heap_free")
+             "link_up", "commands", "bad_commands", "heap_free", "broadlink", "version")
 
 
 class ApiError(Exception):
@@ -601,7 +601,7 @@ class Api:
         st = self.store.nodes.state.get(node) if self.store.nodes is not None else None
         out = {"node": node, "online": None, "status": None, "last_seen": None, "boot": None,
                "boots": None, "acked_seq": None, "gaps": None, "lost": None, "ring_drops": None,
-               "meter_faults": None, "firmware": None, "state": None}
+               "meter_faults": None, "firmware": None, "state": None, "broadlink": None}
         if st is not None:
             bs = st.boots_seen.get(st.boot)  # a copy-free read: the collector may switch boots
             out.update(last_seen=st.last_seen, boot="%08x" % st.boot, boots=st.boots,
@@ -609,7 +609,8 @@ class Api:
                        ring_drops=st.dropped)
         if seen is not None:
             info = seen["info"] or {}
-            out.update(status=seen["status"], online=seen["status"] == "online",
+            out.update(broadlink=info.get("broadlink"),  # the SP3S protocol's mode, if asked
+                       status=seen["status"], online=seen["status"] == "online",
                        firmware=seen["firmware"], state=seen["state"],
                        state_heard=None if seen.get("heard") is None else int(seen["heard"]),
                        meter_faults={"reported": seen["faults"], "last": seen["fault_note"],

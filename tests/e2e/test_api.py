@@ -225,6 +225,8 @@ def test_relay_needs_the_token_and_reaches_the_plug_live_on_the_stream(rig):
     status, out = rig.call("/api/plugs/%s/cmd" % NODE, {"cmd": "info"}, token=TOKEN)
     assert status == 200 and out["answer"].startswith("info "), out
     assert json.loads(out["answer"][5:])["node"] == NODE
+    status, plug = rig.call("/api/plugs/" + NODE)  # what the answer said, in plug health
+    assert status == 200 and plug["broadlink"] == "off", plug
     status, out = rig.call("/api/plugs/%s/cmd" % NODE, {"cmd": "reboot"}, token=None)
     assert status == 401
 

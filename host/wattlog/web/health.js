@@ -32,7 +32,7 @@ export async function loadHealth() {
     ["written per day, average since start", bytes(h.written_per_day_average)],
   ]);
   const cols = ["plug", "online", "last seen", "firmware", "boots", "acked seq", "gaps", "lost",
-                "ring drops", "meter faults", "Wi-Fi", "relay", ""];
+                "ring drops", "meter faults", "Wi-Fi", "SP3S protocol", "relay", ""];
   const table = $("#plugs-table");
   table.replaceChildren(
     el("thead", {}, el("tr", {}, ...cols.map((c) => el("th", { scope: "col", text: c })))),
@@ -46,7 +46,7 @@ export async function loadHealth() {
       return el("tr", { "data-node": p.node },
         ...[p.node, p.online ? "yes" : "no", p.last_seen ? ago(p.last_seen) : "never",
             p.firmware, p.boots, p.acked_seq, p.gaps, p.lost, p.ring_drops, faults, rssi,
-            p.state ? p.state.relay : null].map((v, i) => i ? el("td", { text: v == null ? "–" : String(v) })
+            p.broadlink || "ask (info)", p.state ? p.state.relay : null].map((v, i) => i ? el("td", { text: v == null ? "–" : String(v) })
           : el("th", { scope: "row", text: v })),
         el("td", {}, info));
     })));
