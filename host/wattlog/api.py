@@ -26,9 +26,8 @@ asyncio loop in another (Server.start/stop), so no request can delay a commit or
 takes no lock the collector holds over file I/O: what it needs of the collector's memory
 (pending readings, node counters, the registry) it copies in one step each (single CPython
 operations: a list() of a list, a dict lookup), and it reads the feed and summary files
-itself, opening its own file objects. PlugWatch is fed by the collector's MQTT thread (the
-plugs' retained status, state, Home Assistant config with the firmware version, and log
-lines), under a lock held only to copy a small dict.
+itself, opening its own file objects. What the plugs publish (status, state, firmware
+version, log lines) comes from plugwatch.PlugWatch, fed by the collector's MQTT thread.
 
 Security: every action (relay, commands) needs the token, sent as `Authorization: Bearer
 <token>` (a header: a page on another site cannot send it, and no CORS header is ever given),
@@ -80,15 +79,8 @@ CSV_CHUNK_SLOTS = 50000
 ACTION_TIMEOUT_S = 10.0
 COMMANDS = ("info", "interval", "calibration", "reboot")
 RELAY = ("ON", "OFF", "TOGGLE")
-STATE_KEYS = ("time", "power", "voltage", "current", "energy", "relay")
 SSE_QUEUE = 1000             # events a slow stream client may lag by before it is dropped
 KEEPALIVE_S = 15.0
-LOG_LINES = 20
-_FAULTS = re.compile(r"\S+ meter: (.*)")
-# what a plug's "info" answer (its Node.status(), lib/wattnode/node.py) says that health shows
-INFO_KEYS = ("boot", "uptime_s", "meter_faults", "capacity", "produced", "unacked", "unsent",
-             "dropped", "connects", "batches", "acks", "resends", "bad_acks", "last_error",
-             "link_up", "commands", "bad_commands", "heap_free", "broadlink", "version")
 
 
 class ApiError(Exception):
@@ -117,121 +109,6 @@ def read_first_line(path, what):
         raise ValueError("the %s file %s is empty" % (what, path))
     return text.strip()
 
-
-# -- what the plugs publish -------------------------------------------------------------------
-
-class PlugWatch:
-    """The plugs' retained status, state and firmware version and their log lines, as the
-    collector's MQTT client receives them (collector.py calls take() from its thread)."""
-
-    def __init__(self, base_topic, ha_prefix="homeassistant"):
-        self.base = base_topic
-        self.ha = ha_prefix
-        self._lock = threading.Lock()
-        self._plugs = {}      # node -> {"status", "state", "firmware", "info", "faults", "log"}
-        self._listeners = []  # fn(kind, node, data), called in the MQTT thread: must be quick
-
-    def topics(self):
-        """What the collector subscribes to for this (QoS 0: only the latest matters)."""
-        return [("%s/+/state" % self.base, 0), ("%s/+/log" % self.base, 0),
-                ("%s/device/+/config" % self.ha, 0)]
-
-    def take(self, topic, payload):
-        """One message; True if it was one of ours (the collector need not look further).
-        status messages are noted and left to the collector too."""
-        if topic.startswith(self.ha + "/device/") and topic.endswith("/config"):
-            node = topic[len(self.ha) + 8:-7]
-            if NODE_ID.match(node):
-                self._firmware(node, payload)
-            return True
-        if not topic.startswith(self.base + "/"):
-            return False
-        node, _, kind = topic[len(self.base) + 1:].partition("/")
-        if kind not in ("state", "log", "status"):
-            return False
-        if NODE_ID.match(node):
-            if kind == "state":
-                self._state(node, payload)
-            elif kind == "log":
-                self._log(node, payload)
-            else:
-                self._note(node, "status", {"status": payload.decode("ascii", "replace")[:16]})
-        return kind != "status"
-
-    def _plug(self, node):
-        return self._plugs.setdefault(node, {"status": None, "state": None, "firmware": None,
-                                             "info": None, "faults": 0, "fault_note": None,
-                                             "log": collections.deque(maxlen=LOG_LINES)})
-
-    def _note(self, node, kind, fields, event=None):
-        with self._lock:
-            plug = self._plug(node)
-            plug.update(fields)
-            listeners = list(self._listeners)
-            online = plug["status"] == "online"
-        for fn in listeners:
-            fn(kind, node, dict(event or fields, online=online))
-
-    def _state(self, node, payload):
-        try:
-            state = json.loads(payload)
-        except ValueError:
-            return  # not a plug's state: the plug's own log says what it publishes
-        if not isinstance(state, dict):
-            return
-        state = {k: state.get(k) for k in STATE_KEYS}
-        self._note(node, "state", {"state": state, "heard": time.time()}, state)
-
-    def _firmware(self, node, payload):
-        try:
-            version = json.loads(payload)["dev"]["sw_version"]
-        except (ValueError, KeyError, TypeError):
-            return
-        if isinstance(version, str):
-            with self._lock:
-                self._plug(node)["firmware"] = version[:32]
-
-    def _log(self, node, payload):
-        text = payload.decode("utf-8", "replace")[:1000]
-        fields = {}
-        m = _FAULTS.match(text)
-        if text.startswith("info "):
-            try:
-                info = json.loads(text[5:].rsplit(" (id ", 1)[0])
-            except ValueError:
-                info = None
-            if isinstance(info, dict):
-                fields["info"] = {k: info.get(k) for k in INFO_KEYS}
-        with self._lock:
-            plug = self._plug(node)
-            plug["log"].append((int(time.time()), text))
-            plug.update(fields)
-            if m:
-                plug["faults"] += sum(int(n) for n in re.findall(r"(\d+) ", m.group(1)))
-                plug["fault_note"] = text
-            listeners = list(self._listeners)
-        for fn in listeners:
-            fn("log", node, {"text": text})
-
-    def snapshot(self, node=None):
-        """{node: copy of what is known} (one node's copy, or None, with node=)."""
-        with self._lock:
-            if node is not None:
-                plug = self._plugs.get(node)
-                return None if plug is None else dict(plug, log=list(plug["log"]))
-            return {n: dict(p, log=list(p["log"])) for n, p in self._plugs.items()}
-
-    def listen(self, fn):
-        with self._lock:
-            self._listeners.append(fn)
-
-    def unlisten(self, fn):
-        with self._lock:
-            if fn in self._listeners:
-                self._listeners.remove(fn)
-
-
-# -- bytes written per day --------------------------------------------------------------------
 
 def _write_bytes():
     try:

@@ -99,7 +99,8 @@ class Collector:
         self.http = self.watch = None
         if http_listen:  # the HTTP API (api.py): its own thread, started by run()
             from wattlog import api
-            self.watch = api.PlugWatch(base_topic)
+            from wattlog.plugwatch import PlugWatch
+            self.watch = PlugWatch(base_topic)
             self.http = api.serve(self.store, self.watch, http_listen, broker_url, ca,
                                   http_read_open, http_token_file, operator_password_file,
                                   timezone, tariff, base_topic, on_failure=self._http_failed)

@@ -16,6 +16,7 @@ import numpy as np
 from batches import T0, batch
 from wattlog import api
 from wattlog.complaints import Complaints
+from wattlog.plugwatch import STATE_KEYS, PlugWatch
 from wattlog.query import Engine
 from wattlog.store import Store
 
@@ -37,7 +38,7 @@ class Served:
         self.store.commit()
         self.store.take("wattlog/plug-1/readings", batch(records(COMMITTED, PENDING),
                                                          seq=COMMITTED))
-        self.watch = api.PlugWatch("wattlog")
+        self.watch = PlugWatch("wattlog")
         token_file = None
         if token is not None:
             token_file = str(tmp_path / "http.token")
@@ -216,7 +217,7 @@ def test_plug_watch_reads_what_plugs_publish():
     """State, status, firmware (Home Assistant's retained config), meter faults (the plug's
     log sentences and its info answer); garbage is ignored; readings, acks and status stay the
     collector's."""
-    w = api.PlugWatch("wattlog")
+    w = PlugWatch("wattlog")
     heard = []
     w.listen(lambda kind, node, data: heard.append((kind, node, data)))
     assert w.take("wattlog/p1/status", b"online") is False  # the collector answers it too
@@ -234,7 +235,7 @@ def test_plug_watch_reads_what_plugs_publish():
     assert w.take("wattlog/p1/ack", b"{}") is False
     p = w.snapshot("p1")
     assert p["status"] == "online" and p["firmware"] == "0.9.1"
-    assert p["state"] == {k: state[k] for k in api.STATE_KEYS}
+    assert p["state"] == {k: state[k] for k in STATE_KEYS}
     assert p["faults"] == 5 and p["info"]["meter_faults"] == {"checksum": 3}
     assert (p["info"]["unacked"], p["info"]["connects"]) == (12, 2)  # the node's status keys
     assert w.snapshot("..") is None and set(w.snapshot()) == {"p1"}
@@ -255,7 +256,7 @@ def test_listen_addresses():
 def test_a_port_in_use_is_said_and_start_returns_false(tmp_path, caplog):
     s = Served(tmp_path)
     try:
-        other = api.Server(api.Api(s.store, api.PlugWatch("wattlog")),
+        other = api.Server(api.Api(s.store, PlugWatch("wattlog")),
                            "127.0.0.1:%d" % s.server.port)
         assert other.start() is False
         assert "cannot listen on 127.0.0.1:%d" % s.server.port in caplog.text

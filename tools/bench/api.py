@@ -42,6 +42,7 @@ from query import QUESTIONS, START, YEAR_SLOTS, year_of_data  # noqa: E402
 from writeload import COMMIT_S, SPEED, sped_up_plugs, stop  # noqa: E402
 from wattlog import api  # noqa: E402
 from wattlog.complaints import Complaints  # noqa: E402
+from wattlog.plugwatch import PlugWatch  # noqa: E402
 from wattlog.provision import COLLECTOR  # noqa: E402
 from wattlog.query import Engine  # noqa: E402
 from wattlog.store import Store  # noqa: E402
@@ -73,7 +74,7 @@ def latency(runs):
         entry = store.committer.registry.find("bench", "power")
         feed = store.committer.feeds[entry["id"]]
         engine = Engine(store.committer.summaries, lambda fid: None, store.pending)
-        server = api.serve(store, api.PlugWatch("wattlog"), "127.0.0.1:0", "mqtt://u@127.0.0.1:9",
+        server = api.serve(store, PlugWatch("wattlog"), "127.0.0.1:0", "mqtt://u@127.0.0.1:9",
                            read_open=True)
         if not server.start():
             raise SystemExit("the API did not start")
