@@ -35,6 +35,14 @@ TOKEN = "t0ken-for-the-api-test-0123456789"
 class Rig:
     def __init__(self, work):
         self.broker = Broker(str(work / "mosquitto")).start()
+        self.proc = self.plug = None
+        try:
+            self._start(work)
+        except BaseException:  # a collector that never listened: stop what did start
+            self.close()
+            raise
+
+    def _start(self, work):
         self.data = work / "data"
         self.token_file = secret_file(work / "http.token", TOKEN)
         self.port = free_port()
@@ -90,11 +98,13 @@ class Rig:
         raise AssertionError("%s never came true (last: %r)" % (what, last))
 
     def close(self):
-        self.plug.stop()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(30)
-        self._log.close()
+        if self.plug is not None:
+            self.plug.stop()
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.terminate()
+                self.proc.wait(30)
+            self._log.close()
         self.broker.stop()
 
 

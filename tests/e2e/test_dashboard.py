@@ -47,6 +47,13 @@ PHONE = {"width": 390, "height": 844}
 
 class Rig:
     def __init__(self, work):
+        try:
+            self._build(work)
+        except BaseException:  # a part that never came up: stop the parts that did
+            self.close()
+            raise
+
+    def _build(self, work):
         self.work = work
         self.broker = Broker(str(work / "mosquitto")).start()
         self.data = work / "data"
@@ -121,9 +128,10 @@ class Rig:
                 obj.close() if attr == "browser" else obj.stop()
         for p in getattr(self, "plugs", []):
             p.stop()
-        if self.proc is not None and self.proc.poll() is None:
+        if getattr(self, "proc", None) is not None and self.proc.poll() is None:
             self.stop_collector()
-        self.broker.stop()
+        if getattr(self, "broker", None) is not None:
+            self.broker.stop()
 
 
 @pytest.fixture(scope="module")
