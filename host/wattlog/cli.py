@@ -530,6 +530,16 @@ def energy_text(table):
                      for r in rows)
 
 
+def _broker_options(p, default, password):
+    """--broker, --password-file, --base-topic, --ca: a command that talks to the plugs."""
+    p.add_argument("--broker", default=default,
+                   help="mqtt://[USER@]HOST[:PORT] (default %(default)s)")
+    p.add_argument("--password-file", metavar="FILE",
+                   help="%s (else $%s)" % (password, PASSWORD_ENV))
+    p.add_argument("--base-topic", default="wattlog")
+    p.add_argument("--ca", help="CA certificate file for an mqtts:// broker")
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="wattlog", description="Local power metering collector.")
     p.add_argument("--version", action="version", version="wattlog " + __version__)
@@ -599,12 +609,7 @@ def build_parser():
     g = sub.add_parser("plug", help="switch a plug or show its state")
     g.add_argument("action", choices=("on", "off", "toggle", "status"))
     g.add_argument("node", help="node id, e.g. plug-34ea34797bff")
-    g.add_argument("--broker", default="mqtt://127.0.0.1:1883",
-                   help="mqtt://[USER@]HOST[:PORT] (default %(default)s)")
-    g.add_argument("--password-file", metavar="FILE",
-                   help="the broker password (else $%s)" % PASSWORD_ENV)
-    g.add_argument("--base-topic", default="wattlog")
-    g.add_argument("--ca", help="CA certificate file for an mqtts:// broker")
+    _broker_options(g, "mqtt://127.0.0.1:1883", "the broker password")
     g.add_argument("--timeout", type=float, default=10.0, metavar="S",
                    help="seconds to wait for the plug's answer (default %(default)s)")
     g.set_defaults(func=cmd_plug)
@@ -620,12 +625,8 @@ def build_parser():
                    help="a folder tools/build made (default: run tools/build, use build/device)")
     o.add_argument("--trial", type=int, default=120, metavar="S",
                    help="seconds the new version has to confirm itself (30..3600)")
-    o.add_argument("--broker", default="mqtt://wattlog-operator@127.0.0.1:1883",
-                   help="mqtt://USER@HOST[:PORT] (default %(default)s)")
-    o.add_argument("--password-file", metavar="FILE",
-                   help="wattlog-operator's broker password (else $%s)" % PASSWORD_ENV)
-    o.add_argument("--base-topic", default="wattlog")
-    o.add_argument("--ca", help="CA certificate file for an mqtts:// broker")
+    _broker_options(o, "mqtt://wattlog-operator@127.0.0.1:1883",
+                    "wattlog-operator's broker password")
     o.set_defaults(func=cmd_ota)
 
     v = sub.add_parser("provision", help="credentials, ACL, broker config and node configs")
