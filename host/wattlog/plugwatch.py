@@ -17,7 +17,7 @@ import time
 
 from wattlog.feeds import NODE_ID
 
-STATE_KEYS = ("time", "power", "voltage", "current", "energy", "relay")
+STATE_KEYS = ("time", "power", "voltage", "current", "energy", "relay", "rssi")
 LOG_LINES = 20
 _FAULTS = re.compile(r"\S+ meter: (.*)")
 # what a plug's "info" answer (its Node.status(), lib/wattnode/node.py) says that health shows

@@ -8,6 +8,8 @@ platform `p` and a `unique_id`:
   relay    switch: ON/OFF on <base>/<node>/relay/set, state from the retained state JSON
   power    sensor W, measurement      voltage  sensor V, measurement
   current  sensor A, measurement      energy   sensor kWh, total_increasing
+  rssi     sensor dBm, the Wi-Fi signal (a diagnostic entity; null in the state when the
+           radio cannot say, which Home Assistant shows as unknown)
 The sensors read the retained state JSON (node.publish_state) with a value template.
 Ids are namespaced (ID_PREFIX): the device's identifier is "wattlog_<node>" and each
 unique_id "wattlog_<node>_<component>", so a plug named "kitchen" cannot collide with any
@@ -38,6 +40,10 @@ _SWITCH = ('"relay":{"p":"switch","unique_id":"%s%s_relay","name":"Relay",'
 _SENSOR = (',"%s":{"p":"sensor","unique_id":"%s%s_%s","name":"%s","state_topic":"%sstate",'
            '"value_template":"{{ value_json.%s }}","unit_of_measurement":"%s",'
            '"device_class":"%s","state_class":"%s"}')
+_SIGNAL = (',"rssi":{"p":"sensor","unique_id":"%s%s_rssi","name":"Signal","state_topic":"%sstate",'
+           '"value_template":"{{ value_json.rssi }}","unit_of_measurement":"dBm",'
+           '"device_class":"signal_strength","state_class":"measurement",'
+           '"entity_category":"diagnostic"}')
 _DEVICE = ('{"dev":{"identifiers":["%s%s"],"name":"%s","manufacturer":"wattlog","model":"%s (%s)",'
            '"sw_version":"%s","connections":[["mac","%s"]]},'
            '"o":{"name":"wattlog","sw_version":"%s"},'
@@ -60,5 +66,6 @@ def payload(node_id, base, board_name, chip, mac_hex):
     for cid, name, unit, dev_class, state_class in _SENSORS:
         parts.append(_SENSOR % (cid, ID_PREFIX, node_id, cid, name, t, cid, unit, dev_class,
                                 state_class))
+    parts.append(_SIGNAL % (ID_PREFIX, node_id, t))
     parts.append("}}")
     return parts

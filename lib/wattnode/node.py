@@ -25,7 +25,7 @@ repl.status(), start.py's crash text). Its keys (None where not known yet):
   first_slot last_slot                        unix s of this boot's first and newest slot
   power_w voltage_v current_a                 the newest slot's means (None: missing)
   energy_wh energy_from energy_settled flash_writes   the total and its checkpoints
-  relay                                       "ON" / "OFF"
+  relay rssi_dbm                              "ON" / "OFF"; the Wi-Fi signal (None: unknown)
   capacity produced unacked unsent never_sent dropped   the ring, in readings
   link_up connects batches bytes_sent acks resends bad_acks last_error   the link
   commands bad_commands                       messages on cmd and relay/set; refused ones
@@ -249,6 +249,7 @@ class Node:
             "current": current_a,
             "energy": energy_kwh,
             "relay": "ON" if self.controls.on else "OFF",
+            "rssi": self.hw.rssi_dbm(),
         }):
             self._state_ms = now
 
@@ -416,7 +417,7 @@ class Node:
             "power_w": power_w, "voltage_v": voltage_v, "current_a": current_a,
             "energy_wh": s.energy_wh, "energy_from": energy.source,
             "energy_settled": energy.settled, "flash_writes": energy.writes,
-            "relay": "ON" if self.controls.on else "OFF",
+            "relay": "ON" if self.controls.on else "OFF", "rssi_dbm": self.hw.rssi_dbm(),
             "capacity": ring.capacity, "produced": ring.next, "unacked": ring.count(),
             "unsent": ring.unsent(), "never_sent": ring.next - link.sent_top,
             "dropped": ring.dropped,

@@ -9,6 +9,7 @@ sim.json in the flash folder (tools/simnode writes it), or from the `sim` argume
   start, speed, then_realtime   the clock (clock.py): unix seconds; N or "max"
   faults         the simulated chip's faults (chips.FAULTS)
   crash_after_s  the loop raises after that much node time, to exercise crash handling
+  rssi_dbm       the Wi-Fi signal the plug reports (default -60 dBm; null: it cannot say)
   ntp_after_s    the RTC starts unset (as after a power cut) and the LAN's NTP server answers
                  only after that much node time
   repl           true: a Ctrl-C hands the plug to the REPL, as on a plug (tools/fakeboard);
@@ -139,6 +140,7 @@ class Board:
             sim = read_settings(flash_dir + "/" + SETTINGS_FILE)
         self._flash_dir = flash_dir
         self._repl = bool(sim.get("repl"))
+        self._rssi_dbm = sim.get("rssi_dbm", -60)  # the Wi-Fi signal the plug reports
         self.profile = sim.get("profile", "constant")
         self.clock = SimClock(sim.get("start"), sim.get("speed", 1),
                               sim.get("then_realtime", False), sim.get("crash_after_s"),
@@ -189,6 +191,9 @@ class Board:
 
     def wifi_up(self):
         return True
+
+    def rssi_dbm(self):
+        return self._rssi_dbm
 
     def ntp(self, host):
         """Set the RTC from the LAN's NTP server; OSError when it does not answer (yet)."""

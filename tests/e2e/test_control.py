@@ -27,7 +27,8 @@ SWITCH_KEYS = {"p", "unique_id", "command_topic", "state_topic", "payload_on", "
 SENSOR_KEYS = {"p", "unique_id", "state_topic", "value_template", "unit_of_measurement",
                "device_class", "state_class"}
 SENSORS = {"power": ("W", "measurement"), "voltage": ("V", "measurement"),
-           "current": ("A", "measurement"), "energy": ("kWh", "total_increasing")}
+           "current": ("A", "measurement"), "energy": ("kWh", "total_increasing"),
+           "rssi": ("dBm", "measurement")}
 
 
 def start_live(simnodes, broker, node_id, *extra):
@@ -49,8 +50,9 @@ def stop_after_info(node, client, log, node_id):
 
 def test_home_assistant_discovery_is_complete_and_resent(broker, simnodes):
     ha = Listener(broker, "homeassistant/device/#")
+    state = Listener(broker, "wattlog/ha-1/state")
     try:
-        start_live(simnodes, broker, "ha-1")
+        start_live(simnodes, broker, "ha-1", "--rssi", "-71")
         payload, _ = ha.wait("homeassistant/device/ha-1/config")
         d = json.loads(payload)
         assert DEVICE_KEYS <= set(d) and DEV_KEYS <= set(d["dev"]) and d["o"]["name"]
@@ -63,6 +65,10 @@ def test_home_assistant_discovery_is_complete_and_resent(broker, simnodes):
             assert SENSOR_KEYS <= set(c), (cid, set(c))
             assert (c["p"], c["unit_of_measurement"], c["state_class"]) == ("sensor", unit, state_class)
             assert c["value_template"] == "{{ value_json.%s }}" % cid
+        # the Wi-Fi signal: a diagnostic entity, read from the state as the others are
+        assert (d["cmps"]["rssi"]["device_class"], d["cmps"]["rssi"]["entity_category"]) == (
+            "signal_strength", "diagnostic")
+        assert json.loads(state.wait("wattlog/ha-1/state")[0])["rssi"] == -71
         ids = [c["unique_id"] for c in d["cmps"].values()]
         assert len(set(ids)) == len(ids)
         # namespaced: no collision with another MQTT device called ha-1 (issue 10 item 6)
@@ -75,6 +81,7 @@ def test_home_assistant_discovery_is_complete_and_resent(broker, simnodes):
         ha.wait("homeassistant/device/ha-1/config", timeout_s=10)
     finally:
         ha.close()
+        state.close()
 
 
 def test_commands_are_answered_and_bad_ones_change_nothing(broker, simnodes, tmp_path):

@@ -222,7 +222,7 @@ def test_plug_watch_reads_what_plugs_publish():
     w.listen(lambda kind, node, data: heard.append((kind, node, data)))
     assert w.take("wattlog/p1/status", b"online") is False  # the collector answers it too
     state = {"time": T0, "power": 12.5, "voltage": 230.1, "current": 0.06, "energy": 1.5,
-             "relay": "ON", "extra": "x" * 100}
+             "relay": "ON", "rssi": -67, "extra": "x" * 100}
     assert w.take("wattlog/p1/state", json.dumps(state).encode()) is True
     assert w.take("wattlog/p1/state", b"\xff not json") is True
     assert w.take("wattlog/../state", b"{}") is True

@@ -175,6 +175,8 @@ def parser():
                    help="start as after a power cut: RTC memory in the flash folder is lost")
     p.add_argument("--board", default="sim", type=board_name,
                    help="a board file name from boards/ (default sim); its chip is simulated")
+    p.add_argument("--rssi", type=int, metavar="DBM",
+                   help="the Wi-Fi signal the plug reports, in dBm (default -60)")
     p.add_argument("--faults", default={}, type=faults,
                    help='simulated chip faults as JSON, e.g. \'{"noise_every": 5}\' (%s)'
                         % ", ".join(sorted(FAULTS)))
@@ -208,6 +210,8 @@ def write_flash(flash, args):
         sim["ntp_after_s"] = 10 ** 9  # unset RTC; no NTP server is configured
     if args.faults:
         sim["faults"] = args.faults
+    if args.rssi is not None:
+        sim["rssi_dbm"] = args.rssi
     cfg.update(args.config)
     durable.write_json(os.path.join(flash, "config.json"), cfg, mode=0o600)  # holds a password
     durable.write_json(os.path.join(flash, SETTINGS_FILE), sim)

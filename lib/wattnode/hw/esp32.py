@@ -172,6 +172,15 @@ class Board:
                 pass  # tried again in WIFI_RETRY_MS
         return False
 
+    def rssi_dbm(self):
+        # WLAN.status("rssi") raises OSError when the station is not connected to an AP
+        if not self._wlan.isconnected():
+            return None
+        try:
+            return self._wlan.status("rssi")
+        except (OSError, ValueError):
+            return None
+
     def ntp(self, host):
         import ntptime
         ntptime.host = host
