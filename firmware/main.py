@@ -2,7 +2,8 @@
 # Kept thin: everything lives in /lib/wattnode (or the version boot.py chose, ota/<version>),
 # which can be updated without touching this file. A version on trial (over-the-air update)
 # that cannot even start (an import error) is not left at the REPL: main.py writes why to
-# ota/failed and resets, and boot.py rolls it back.
+# ota/failed and resets, and boot.py rolls it back. Like boot.py, the fixed loader: installed
+# over USB once and never updated over the air (boot.py says why).
 import sys
 
 try:
@@ -11,6 +12,7 @@ try:
         print("safe mode:", safe.reason)
         print("the node is not running; connect with mpremote")
     else:
+        del safe  # boot.py's too (one namespace): start.py unloads it, nothing may hold it
         from wattnode import start
         start.main()
 except Exception as e:  # only a failed start reaches here (start.py handles the loop's crashes)

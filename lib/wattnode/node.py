@@ -42,7 +42,7 @@ import sys
 import time
 from binascii import hexlify
 
-from wattnode import __version__, meters, wire
+from wattnode import __version__, forget, meters, wire
 from wattnode.calib import Calibration
 from wattnode.clock import TimeKeeper
 from wattnode.energy import EnergyStore
@@ -266,6 +266,7 @@ class Node:
     def _start_broadlink(self, problems):
         """The SP3S protocol, or the reason it is not running in `problems`: the node runs on
         without it (a plug short of heap must not crash-loop for it)."""
+        gc.collect()  # start-up's garbage: the module's code needs whole blocks
         try:
             from wattnode import broadlink
             bl = broadlink.Server(self.cfg["broadlink"], self.cfg["broadlink_port"],
@@ -291,10 +292,11 @@ class Node:
             self.link.log("broadlink: %s switched the relay %s" % (who, "ON" if on else "OFF"))
 
     def on_cmd(self, msg):
-        from wattnode import commands  # loaded on the first command: most plugs never get one
+        from wattnode import commands  # loaded for a command: most plugs rarely get one
         self.commands += 1
         if not commands.handle(self, msg):
             self.bad_commands += 1
+        forget("commands", "config")
 
     def on_clock(self, t):
         """The collector's answer to "online" carries its clock (link.py)."""
@@ -355,6 +357,7 @@ class Node:
             ota.check_deadline()
         if not ota.busy():
             self.ota = None
+            forget("ota")
 
     def announce(self):
         """Home Assistant discovery (discovery.py), retained."""
@@ -368,6 +371,7 @@ class Node:
         except MemoryError:
             self.link.log("no heap left for Home Assistant discovery; it is tried again at "
                           "the next connection")
+        forget("discovery")
 
     def uptime_s(self):
         return time.ticks_diff(self.hw.clock.ticks_ms(), self._boot_ticks) // 1000

@@ -2,7 +2,10 @@
 
 Order matters for memory: config.json and board.json are read and the ring is allocated
 first, while the heap is still in one piece (the ring is one block of ring_kib KiB), and only
-then are the big modules imported. The node then runs under the watchdog.
+then are the big modules imported. What only start-up needs (config.py, board.py, and safe.py,
+which boot.py ran) is unloaded before that (wattnode.forget): about 20 KiB of a 64-bit heap
+that the node's run, an update or the Broadlink protocol can use. The node then runs under
+the watchdog.
 
 Ctrl-C (at a plug's serial REPL, or mpremote entering its raw REPL) stops the node for the
 REPL at once: nothing is sent (mpremote gives up on the raw REPL after about 10 s, and a
@@ -26,7 +29,7 @@ import io
 import json
 import sys
 
-from wattnode import board as boardfile, config, wire
+from wattnode import forget, wire
 from wattnode.ring import Ring
 
 CRASH_LOG = "crash.log"
@@ -69,13 +72,17 @@ def log_crash(text):
 
 
 def main(config_path="config.json", board_path="board.json"):
+    from wattnode import board as boardfile, config
     problems = []
     cfg = config.load(config_path, problems)
     board = config.read_json(board_path, problems)
     board_problems, meter_ok = boardfile.check(board)
     problems.extend(board_problems)
+    ring_kib = boardfile.ring_kib(board)
+    del boardfile, config
+    forget("board", "config", "safe")
     gc.collect()
-    ring = Ring(boardfile.ring_kib(board) * 1024 // wire.RECORD_SIZE)  # while the heap is whole
+    ring = Ring(ring_kib * 1024 // wire.RECORD_SIZE)  # while the heap is whole
     from wattnode import hw as hal
     from wattnode.node import Node
     hw = hal.load(board, cfg)
