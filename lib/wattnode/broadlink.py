@@ -249,7 +249,10 @@ class Server:
     def _auth(self, data, n):
         now = time.ticks_ms()
         gained = time.ticks_diff(now, self._refill_ms) // AUTH_EVERY_MS
-        if gained:
+        if gained < 0 or gained >= AUTH_BURST:  # full; ticks_diff turns negative after half
+            self._tokens = AUTH_BURST  # a ticks period without an auth (6.2 days on a plug)
+            self._refill_ms = now
+        elif gained:
             self._tokens = min(AUTH_BURST, self._tokens + gained)
             self._refill_ms = time.ticks_add(self._refill_ms, gained * AUTH_EVERY_MS)
         if self._tokens <= 0:

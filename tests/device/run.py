@@ -14,7 +14,10 @@ which the unix port turns into exit status 1 even when every test passed, and mi
 and exits 1 if anything failed.
 
 On the WebAssembly port, whose garbage collector runs only between calls from JavaScript, the
-tests run as `mp32_steps`, one test a step (see tools/lib/mp32.mjs).
+tests run as `mp32_steps`, one test a step (see tools/lib/mp32.mjs). That port is built without
+cryptolib (the ESP32 firmware has it): there, and only when `import cryptolib` fails, support32/
+goes on sys.path for its AES-128-CBC stand-in (support32/cryptolib.py says why; a plug never
+has it).
 """
 
 import io
@@ -29,6 +32,11 @@ HERE = HERE if HERE.startswith("/") else CWD + "/" + HERE
 sys.path.insert(0, HERE)
 # absolute paths, so tests that change directory (as a plug's flash root) still import
 sys.path[:] = [p if p.startswith("/") or p in ("", ".frozen") else CWD + "/" + p for p in sys.path]
+if sys.platform == "webassembly":
+    try:
+        import cryptolib  # noqa: F401
+    except ImportError:
+        sys.path.append(HERE + "/support32")
 
 
 def cases(names):

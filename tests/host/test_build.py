@@ -23,6 +23,7 @@ def test_build_makes_the_device_tree(tmp_path):
                    "wattnode/meters/cse7766.mpy", "wattnode/meters/bl0942.mpy", "wattnode/wire.mpy"):
         assert module in mpy
     assert all(m.startswith("wattnode/") for m in mpy), mpy
+    assert not list(out.rglob("cryptolib*"))  # the device tests' AES stand-in never ships
     assert not any("sim" in m or "profiles" in m for m in mpy), mpy
     for m in mpy:
         assert (out / "lib" / m).read_bytes()[:1] == b"M"  # the .mpy header
