@@ -35,8 +35,8 @@ is dropped (counted; the first is said on the log topic).
 Memory: the answer is built in a preallocated buffer, sessions live in preallocated
 bytearrays (ids are compared as bytes: on a plug an int of 2**30 or more is a heap object).
 service() allocates nothing when no datagram waits (select.poll.ipoll). A request allocates
-the datagram and address recvfrom returns and two cryptolib.aes objects (tests/device/
-test_broadlink.py measures it). service() takes at most PER_TURN datagrams a loop turn, so a
+the datagram and address recvfrom returns, two cryptolib.aes objects and a few memoryview
+slices (tests/device/test_broadlink.py measures it: about 1 KiB on the 64-bit unix port). service() takes at most PER_TURN datagrams a loop turn, so a
 flood cannot starve sampling; what the kernel cannot queue is lost, as UDP is.
 """
 
