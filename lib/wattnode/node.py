@@ -114,9 +114,10 @@ class Node:
         if cfg["broadlink"] != "off":
             self._start_broadlink(problems)
         self.ota = None  # over-the-air update work (ota.py), loaded only when there is some
-        if _ota_work():
-            from wattnode import ota
-            self.ota = ota.Updater(self)
+        self._ota_due = None  # the work ota.py is still to be loaded for (see _load_ota)
+        due = _ota_work()
+        if due:
+            self._load_ota(due, True)
 
     def _begin(self, now, boot_ticks):
         """The wall time is known: start slotting (with the readings held since boot)."""
@@ -179,6 +180,8 @@ class Node:
         wdt = self.hw.watchdog(self.cfg["watchdog_s"] * 1000)
         while True:  # until a KeyboardInterrupt (Ctrl-C, or a clock that ends the run)
             wdt.feed()
+            if self._ota_due:
+                self._load_ota(self._ota_due, False)
             self.meter.poll()
             keeper.service(self.hw.wifi_up())
             now = keeper.now()
@@ -342,12 +345,39 @@ class Node:
         refused, not a crash."""
         try:
             if self.ota is None:
+                gc.collect()  # the module's code needs whole blocks (about 19 KiB on 64 bits)
                 from wattnode import ota
                 self.ota = ota.Updater(self)
             self.ota.message(topic, msg)
         except MemoryError:  # the heap cannot take an update now: the node runs on
             self.link.log("ota: no heap left to take an update (%d bytes free); the running "
                           "version is kept" % gc.mem_free())
+
+    def _load_ota(self, due, first):
+        """ota.py for the update work the flash holds at boot (`due`: "trial" or "work").
+        At start-up the heap is at its fullest: without room then (`first`), it is tried once
+        more on the loop's first pass, start-up's garbage gone; a MemoryError must not fail
+        the start (main.py would leave a plug at the REPL, not metering). Without the heap
+        for it even then, a version on trial cannot be confirmed: the node reboots, and
+        boot.py rolls it back after its unconfirmed boots; other work waits for a later boot."""
+        self._ota_due = None
+        gc.collect()
+        try:
+            from wattnode import ota
+            self.ota = ota.Updater(self)
+            return
+        except MemoryError:
+            self.ota = None
+            forget("ota")
+        if first:
+            self._ota_due = due
+            return
+        trial = due == "trial"
+        self.problems.append("no heap left for the update's work at start-up (%d bytes free)%s"
+                             % (gc.mem_free(), "; rebooting: the version on trial is not "
+                                               "confirmed" if trial else ""))
+        if trial:
+            self.reboot_reason = "the update on trial cannot be confirmed without heap"
 
     def _ota_service(self):
         ota = self.ota
@@ -437,19 +467,21 @@ class Node:
 
 
 def _ota_work():
-    """True when the flash holds over-the-air update work for this boot (ota.py's files: an
-    outcome to report, a transfer to resume, a version on trial)."""
+    """The over-the-air update work the flash holds for this boot (ota.py's files): "trial"
+    (a version on trial), "work" (an outcome to report, a transfer to resume) or None."""
+    try:
+        with open("ota/boot") as f:
+            if " trial " in f.read():
+                return "trial"
+    except OSError:
+        pass
     for path in ("ota/result", "ota/stage/manifest"):
         try:
             os.stat(path)
-            return True
+            return "work"
         except OSError:
             pass
-    try:
-        with open("ota/boot") as f:
-            return " trial " in f.read()
-    except OSError:
-        return False
+    return None
 
 
 def _unix(t_s):

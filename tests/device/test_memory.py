@@ -93,6 +93,18 @@ class TestMemory(unittest.TestCase):
         server.close()
 
 
+def _fill_heap(free=3072):
+    """Blocks that leave about `free` bytes of the heap, as on a plug with little left."""
+    hold = []
+    gc.collect()
+    while gc.mem_free() > free:
+        try:
+            hold.append(bytearray(256))
+        except MemoryError:
+            break
+    return hold
+
+
 def _load_config_interval_s():
     from wattnode import config as again  # in a frame of its own: nothing keeps it after
     return again.DEFAULTS["interval_s"]
@@ -116,6 +128,46 @@ class TestShortOfHeap(unittest.TestCase):
         left = gc.mem_alloc() - before
         self.assertTrue(loaded > 4096 and left < loaded // 8, (loaded, left))
 
+    def test_update_work_short_of_heap_does_not_stop_the_start(self):
+        """A plug on trial after an update (ota/boot says so) whose heap cannot take ota.py at
+        start-up still starts and meters; the loop tries once more, and then, still short,
+        reboots so that boot.py can roll the unconfirmed version back, saying why."""
+        need_sockets()
+        cwd = os.getcwd()
+        flash = FLASH + "-ota"
+        try:
+            for name in os.listdir(flash + "/ota"):  # a run before this one's
+                os.remove(flash + "/ota/" + name)
+            os.rmdir(flash + "/ota")
+        except OSError:
+            pass
+        fresh_dir(flash)
+        os.chdir(flash)
+        try:
+            os.mkdir("ota")
+            with open("config.json", "w") as f:
+                json.dump({"node_id": "plug-m", "broker": {"host": "127.0.0.1", "port": 1}}, f)
+            board = board_file("sim")
+            problems = []
+            cfg = config.load("config.json", problems)
+            hw = Board(board, cfg, {"profile": "constant:1000", "start": 1795000000}, flash)
+            Node(cfg, board, hw, [], True, Ring(16))  # what a node imports, loaded as on a plug
+            with open("ota/boot", "w") as f:
+                f.write("u00000002 - trial 1 60\n")
+            forget("ota")
+            hold = _fill_heap(12288)  # room for the node's objects, not for ota.py too
+            node = Node(cfg, board, hw, problems, True, Ring(16))
+            self.assertEqual((node.ota, node._ota_due), (None, "trial"))  # not a failed start
+            node._load_ota(node._ota_due, False)  # the loop's first pass: still no room
+            hold = None
+            gc.collect()
+            self.assertIsNone(node.ota)
+            self.assertIn("no heap left for the update's work at start-up", problems[-1])
+            self.assertEqual(node.reboot_reason, "the update on trial cannot be confirmed "
+                                                 "without heap")
+        finally:
+            os.chdir(cwd)
+
     def test_broadlink_short_of_heap_leaves_the_node_metering(self):
         """A plug whose heap cannot take the Broadlink protocol (about 10 KiB: its code, its
         buffers) runs on without it and says why, instead of crashing into safe mode. The
@@ -135,13 +187,7 @@ class TestShortOfHeap(unittest.TestCase):
             forget("broadlink")  # another test may have loaded it
             cfg["broadlink"] = "read"
             said = []
-            hold = []
-            gc.collect()
-            while gc.mem_free() > 3072:
-                try:
-                    hold.append(bytearray(256))
-                except MemoryError:
-                    break
+            hold = _fill_heap()
             node._start_broadlink(said)
             hold = None
             gc.collect()
