@@ -350,8 +350,15 @@ class Node:
                 self.ota = ota.Updater(self)
             self.ota.message(topic, msg)
         except MemoryError:  # the heap cannot take an update now: the node runs on
-            self.link.log("ota: no heap left to take an update (%d bytes free); the running "
-                          "version is kept" % gc.mem_free())
+            self.ota = None
+            forget("ota")
+            gc.collect()
+            reason = "no heap left to take an update (%d bytes free)" % gc.mem_free()
+            self.link.log("ota: %s; the running version is kept" % reason)
+            if topic == self.link.t_ota_manifest:  # tell `wattlog ota` at once, not by its timeout
+                self.link.publish(self.link.t_ota_status, '{"id": "%s", "state": "refused", '
+                                  '"running": "%s", "reason": "%s"}'
+                                  % (_manifest_id(msg), __version__, reason), retain=True)
 
     def _load_ota(self, due, first):
         """ota.py for the update work the flash holds at boot (`due`: "trial" or "work").
@@ -464,6 +471,17 @@ class Node:
             "broadlink_counts": self.broadlink.counts() if self.broadlink else None,
             "version": __version__,
         }
+
+
+def _manifest_id(msg):
+    """The 8 hex digits after "id" in an ota/manifest message, found without parsing it (there
+    is no heap for that), or "?"; unauthenticated: it only names what is refused."""
+    i = msg.find(b'"id"')
+    i = msg.find(b'"', msg.find(b":", i) + 1) if i >= 0 else -1
+    uid = msg[i + 1:i + 9] if i >= 0 else b""
+    if len(uid) != 8 or any(c not in b"0123456789abcdef" for c in uid):
+        return "?"
+    return uid.decode()
 
 
 def _ota_work():
