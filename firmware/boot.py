@@ -9,8 +9,20 @@
 # "-", the version installed over USB in /lib runs. A version on trial is rolled back to the
 # previous one here when it crashed (the crash counter), failed to start (ota/failed, written
 # by main.py) or has booted MAX_TRIAL_BOOTS times unconfirmed; ota/result then says why, and
-# the node reports it once its link is up. This file is not updated over the air: it only
-# reads and writes these small files, so it needs nothing from the versions it chooses.
+# the node reports it once its link is up (naming the version by its folder: the node's
+# ota.py turns that into the version string).
+#
+# The fixed loader: this file and main.py are installed once, over USB, and never updated over
+# the air, as ESP-IDF's OTA never replaces its second-stage bootloader. They decide which
+# version runs and roll back one that cannot start, so they must not depend on any version
+# (the version on trial may fail at import) and a bad update must never be able to replace
+# them: a plug with a broken loader could only be repaired over USB, which on mains is never.
+# Everything that may need fixing lives in the versioned wattnode package (safe mode's
+# conditions in wattnode/safe.py, starting the node in wattnode/start.py, the transfer, the
+# trial and the reports in wattnode/ota.py); what stays here is only choosing a folder, the
+# trial's three rollback conditions and calling safe.check(). The contract with the versions
+# is therefore frozen: ota/boot's one-line format above, ota/failed, ota/result's keys and the
+# crash counter file `crashes`; a new version's ota.py must keep writing and reading them.
 import micropython
 import sys
 

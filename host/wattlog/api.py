@@ -478,7 +478,8 @@ class Api:
         st = self.store.nodes.state.get(node) if self.store.nodes is not None else None
         out = {"node": node, "online": None, "status": None, "last_seen": None, "boot": None,
                "boots": None, "acked_seq": None, "gaps": None, "lost": None, "ring_drops": None,
-               "meter_faults": None, "firmware": None, "state": None, "broadlink": None}
+               "meter_faults": None, "firmware": None, "update": None, "state": None,
+               "broadlink": None}
         if st is not None:
             bs = st.boots_seen.get(st.boot)  # a copy-free read: the collector may switch boots
             out.update(last_seen=st.last_seen, boot="%08x" % st.boot, boots=st.boots,
@@ -488,7 +489,8 @@ class Api:
             info = seen["info"] or {}
             out.update(broadlink=info.get("broadlink"),  # the SP3S protocol's mode, if asked
                        status=seen["status"], online=seen["status"] == "online",
-                       firmware=seen["firmware"], state=seen["state"],
+                       firmware=seen["firmware"], update=seen["update"],
+                       state=seen["state"],
                        state_heard=None if seen.get("heard") is None else int(seen["heard"]),
                        meter_faults={"reported": seen["faults"], "last": seen["fault_note"],
                                      "counters": info.get("meter_faults")},

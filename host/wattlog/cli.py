@@ -268,8 +268,9 @@ def _print_table(rows):
 
 
 def cmd_nodes(args):
-    """Per node, from commit.json: what is on disk and acknowledged, and what was lost."""
-    from wattlog import durable
+    """Per node, from commit.json: what is on disk and acknowledged, and what was lost; from
+    firmware.json: the version it runs and its last over-the-air update's result."""
+    from wattlog import durable, firmware
     from wattlog.commitfile import FILE, check_state
     path = os.path.join(_data_dir(args.data), FILE)
     try:
@@ -280,10 +281,21 @@ def cmd_nodes(args):
     if problem:
         raise CliError("%s is damaged (%s); the collector keeps every feed as it is and writes "
                        "a new one at its next start" % (path, problem))
-    found = [{"node": node, "last_seen": st.get("last_seen"), "boot": st["boot"],
-              "boots": st.get("boots", 1), "acked_seq": st["seq"], "gaps": st.get("gaps", 0),
-              "lost": st.get("lost", 0), "ring_drops": st.get("dropped", 0)}
-             for node, st in sorted(state.get("nodes", {}).items())]
+    try:
+        versions = firmware.read(args.data)
+    except ValueError as e:
+        raise CliError("%s; the collector makes it again from what the plugs announce"
+                       % e) from None
+    acked = state.get("nodes", {})
+    found = []
+    for node in sorted(set(acked) | set(versions)):
+        st = acked.get(node, {})
+        fw = versions.get(node) or {"firmware": None, "update": None}
+        found.append({"node": node, "last_seen": st.get("last_seen"), "boot": st.get("boot"),
+                      "boots": st.get("boots", 1 if st else 0), "acked_seq": st.get("seq"),
+                      "gaps": st.get("gaps", 0), "lost": st.get("lost", 0),
+                      "ring_drops": st.get("dropped", 0), "version": fw["firmware"],
+                      "update": fw["update"]})
     if args.json:  # the table's columns, for programs: unix seconds, whole numbers
         print(json.dumps(found))
         return
@@ -291,11 +303,13 @@ def cmd_nodes(args):
         print("no node has been acknowledged yet in %s" % args.data)
         return
     rows = [("node", "last seen", "boot", "boots", "acked seq", "gaps", "lost readings",
-             "ring drops")]
+             "ring drops", "version", "update")]
     for n in found:
         rows.append((n["node"], iso(n["last_seen"]) if n["last_seen"] else "-",
-                     "%08x" % n["boot"], str(n["boots"]), str(n["acked_seq"]), str(n["gaps"]),
-                     str(n["lost"]), str(n["ring_drops"])))
+                     "-" if n["boot"] is None else "%08x" % n["boot"], str(n["boots"]),
+                     "-" if n["acked_seq"] is None else str(n["acked_seq"]), str(n["gaps"]),
+                     str(n["lost"]), str(n["ring_drops"]), n["version"] or "-",
+                     firmware.describe(n["update"])))
     _print_table(rows)
 
 
@@ -373,7 +387,7 @@ def cmd_plug(args):
 def cmd_ota(args):
     import glob
     import subprocess
-    from wattlog.ota import OtaError, run, table
+    from wattlog.ota import OtaError, next_serial, run, table
     from wattlog.provision import ProvisionError, read_ota_key
     password = _check_broker(args)
     nodes = sorted(os.path.basename(os.path.dirname(p)) for p in
@@ -391,8 +405,8 @@ def cmd_ota(args):
         build = os.path.join(os.path.dirname(os.path.dirname(tool)), "build", "device")
     try:
         keys = {n: read_ota_key(args.dir, n) for n in nodes}
-        results = run(nodes, keys, build, args.broker, password, args.ca, args.base_topic,
-                      args.parallel, args.trial)
+        results = run(nodes, keys, lambda node: next_serial(args.dir, node), build, args.broker,
+                      password, args.ca, args.base_topic, args.parallel, args.trial)
     except (OtaError, ProvisionError, ValueError) as e:
         raise CliError(str(e)) from None
     print(table(results))
@@ -601,7 +615,8 @@ def build_parser():
     f.add_argument("--data", required=True)
     f.set_defaults(func=cmd_feeds)
 
-    n = sub.add_parser("nodes", help="per node: last seen, boot, acked seq, gaps, ring drops")
+    n = sub.add_parser("nodes", help="per node: last seen, boot, acked seq, gaps, ring drops, "
+                                     "firmware version, last update")
     n.add_argument("--data", required=True)
     n.add_argument("--json", action="store_true", help="a JSON list, one object per node")
     n.set_defaults(func=cmd_nodes)

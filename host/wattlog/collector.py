@@ -6,7 +6,8 @@ race and an exception stops the service with a traceback instead of killing a th
 Commits happen when the oldest pending reading has waited commit_interval_s (default 300 s:
 few writes, a long SD-card life), when some feed has a whole 4 KiB page (1024 slots) pending,
 and at SIGTERM/SIGINT, after which the service exits: a clean stop leaves nothing unwritten.
-A commit that fails (disk full, I/O error) is logged, its points stay pending, and it is
+What a plug on trial sends (a new version, confirmed by an ack: firmware.py) is committed at
+once. A commit that fails (disk full, I/O error) is logged, its points stay pending, and it is
 tried again one commit interval later.
 
 The MQTT session is persistent (clean_session False, a fixed client id) and the readings are
@@ -43,6 +44,7 @@ import time
 import paho.mqtt.client as mqtt
 
 from wattlog.complaints import Complaints
+from wattlog.firmware import Firmware
 from wattlog.ingest import MAX_AGE_S, NODE_ID
 from wattlog.mqtt import client_for, parse_broker
 from wattlog.nodes import parse_ack
@@ -74,6 +76,8 @@ class Collector:
         # the broker's retained acks are known (recover(), when the start-up marker comes back)
         self.store = Store(data_dir, self.complaints, max_future_s, max_age_s)
         self.committer, self.ingest = self.store.committer, self.store.ingest
+        # each plug's version and last update result, for `wattlog nodes` (firmware.py)
+        self.firmware = Firmware(data_dir, base_topic, complaints=self.complaints)
         self._retained = {}     # node -> the retained ack the broker holds (start-up only)
         self._held_back = []    # (topic, payload) that came before recover(): taken after it
         self._marker = None     # start-up: when it comes back, the retained acks are in
@@ -120,7 +124,8 @@ class Collector:
         self.connected = True
         self._connected_at = time.monotonic()
         base = self.base_topic
-        client.subscribe([("%s/+/readings" % base, 1), ("%s/+/status" % base, 1)])
+        client.subscribe([("%s/+/readings" % base, 1), ("%s/+/status" % base, 1)]
+                         + self.firmware.topics())
         if self.watch is not None:  # the plugs' state, log and firmware, for the HTTP API
             client.subscribe(self.watch.topics())
         if not self.store.recovered:
@@ -195,7 +200,8 @@ class Collector:
         except UnicodeDecodeError:
             self.complaints("bad-node", "ignored a message whose topic is not UTF-8")
             return
-        if self.watch is not None and self.watch.take(topic, msg.payload):
+        mine = self.firmware.take(topic, msg.payload)  # plugwatch takes a discovery config too
+        if self.watch is not None and self.watch.take(topic, msg.payload) or mine:
             return
         if topic.endswith("/status"):
             self._on_status(topic, msg.payload)
@@ -215,9 +221,12 @@ class Collector:
             self._readings(topic, msg.payload)
 
     def _readings(self, topic, payload):
-        self.store.take(topic, payload)
+        kept = self.store.take(topic, payload)
         for node, resend in self.store.resends():
             self._ack(node, resend, retain=False)
+        if kept and self._failed_commit_at is None and \
+                self.firmware.on_trial(topic.split("/")[-2]):
+            self.commit("a plug on trial")  # its ack confirms the new version (firmware.py)
 
     def _ack(self, node, payload, retain):
         """payload: one of wattnode.wire's ack payloads, as its encoders make them."""

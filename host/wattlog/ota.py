@@ -6,6 +6,18 @@ The plug's side, the topics and the manifest are described in lib/wattnode/ota.p
   sent, as "wattnode/...") and `version` (one line; else the version of lib/wattnode here);
 - each plug's manifest is authenticated with its own key, nodes/<node>/ota.key in the
   provision directory (HMAC-SHA256 over the manifest's JSON bytes);
+- each manifest carries a serial the plug must find above the last one it accepted, so a
+  captured manifest cannot be replayed (next_serial()): max(the plug's last serial + 1, the
+  seconds since 2020-01-01). The counter (nodes/<node>/ota.serial, beside ota.key, replaced
+  atomically before the manifest is sent) keeps serials rising when the operator's clock
+  goes back (a Pi without a clock battery boots with the time it last saved); the clock keeps
+  them above what the plug has seen when the counter is lost or stale (the provision
+  directory restored from a backup, or a second copy of it on another machine), where a
+  counter alone would hand out serials the plug has seen and every update would be refused.
+  Seconds since 2020 stay below 2**30 (a small int on a 32-bit plug) until 2054. A downgrade
+  on purpose is just another update: the older build gets a new serial. A plug that still
+  refuses ("its serial N is not above M") names its own last serial M: writing M into
+  ota.serial moves the counter past it;
 - the plug drives the transfer: it asks for (file, offset, n, k) on ota/req and this answers
   with up to k chunks; a plug that stops asking for TRANSFER_TIMEOUT_S has failed;
 - the plug's ota/status says what happened (receiving, refused, switching, confirmed, rolled
@@ -29,7 +41,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import paho.mqtt.client as mqtt
 
+from wattlog import durable
 from wattlog.mqtt import client_for
+from wattnode.wire import EPOCH_UNIX
 
 TRANSFER_TIMEOUT_S = 60.0   # a plug that has not asked for a chunk this long has failed
 ANSWER_TIMEOUT_S = 30.0     # for the plug's first answer to the manifest
@@ -62,10 +76,36 @@ def load_build(folder):
     return version, files
 
 
-def manifest(node, key_hex, version, files, trial_s=TRIAL_S, uid=None):
+def serial_file(directory, node):
+    return os.path.join(directory, "nodes", node, "ota.serial")
+
+
+def next_serial(directory, node, now_s=None):
+    """The serial for node's next manifest, kept (atomically) in the provision directory
+    before it is used: max(last + 1, seconds since 2020)."""
+    path = serial_file(directory, node)
+    try:
+        with open(path) as f:
+            last = int(f.read())
+    except FileNotFoundError:
+        last = 0
+    except (OSError, ValueError) as e:
+        raise OtaError("%s is unreadable (%s): remove it (the next serial then comes from "
+                       "the clock)" % (path, getattr(e, "strerror", None) or e)) from None
+    serial = max(last + 1, int(time.time() if now_s is None else now_s) - EPOCH_UNIX)
+    try:
+        durable.write_bytes(path, b"%d\n" % serial, mode=0o600)
+    except OSError as e:
+        raise OtaError("cannot write %s (%s): no update is sent without its serial kept"
+                       % (path, e.strerror)) from None
+    return serial
+
+
+def manifest(node, key_hex, version, files, serial, trial_s=TRIAL_S, uid=None):
     """The ota/manifest message for one plug, and its id."""
     uid = uid or secrets.token_hex(4)
-    body = json.dumps({"id": uid, "node": node, "version": version, "trial_s": trial_s,
+    body = json.dumps({"id": uid, "node": node, "serial": serial, "version": version,
+                       "trial_s": trial_s,
                        "total": sum(len(c) for _, c in files),
                        "files": [[p, len(c), hashlib.sha256(c).hexdigest()] for p, c in files]},
                       separators=(",", ":")).encode()
@@ -110,10 +150,11 @@ class Fleet:
         self.client.loop_stop()
         self.client.disconnect()
 
-    def update(self, node, key_hex, version, files, trial_s, progress):
-        """Update one plug: a result dict (node, old, new, result, reason, bytes, seconds)."""
+    def update(self, node, key_hex, serial, version, files, trial_s, progress):
+        """Update one plug with a manifest of this serial: a result dict (node, old, new,
+        result, reason, bytes, seconds)."""
         q = self.queues[node] = queue.Queue()
-        msg, uid = manifest(node, key_hex, version, files, trial_s)
+        msg, uid = manifest(node, key_hex, version, files, serial, trial_s)
         t0 = time.monotonic()
         out = {"node": node, "old": "?", "new": version, "result": "failed", "reason": "",
                "bytes": len(msg), "seconds": 0.0}
@@ -189,10 +230,11 @@ class Fleet:
         return sent
 
 
-def run(nodes, keys, build, broker_url, password, ca=None, base="wattlog", parallel=1,
+def run(nodes, keys, serials, build, broker_url, password, ca=None, base="wattlog", parallel=1,
         trial_s=TRIAL_S, out=sys.stderr):
-    """Update `nodes` ({node: key hex} in keys), `parallel` at a time, none started after a
-    failure. Returns the result dicts, in the order of `nodes` (skipped ones "not started")."""
+    """Update `nodes` ({node: key hex} in keys; serials(node): the serial of its manifest,
+    next_serial()), `parallel` at a time, none started after a failure. Returns the result
+    dicts, in the order of `nodes` (skipped ones "not started")."""
     version, files = load_build(build)
     lock = threading.Lock()
     failed = threading.Event()
@@ -213,7 +255,7 @@ def run(nodes, keys, build, broker_url, password, ca=None, base="wattlog", paral
             results[node] = {"node": node, "old": "?", "new": version, "result": "not started",
                              "reason": "an earlier plug failed", "bytes": 0, "seconds": 0.0}
             return
-        r = fleet.update(node, keys[node], version, files, trial_s, progress)
+        r = fleet.update(node, keys[node], serials(node), version, files, trial_s, progress)
         results[node] = r
         if r["result"] != "confirmed":
             failed.set()

@@ -1,12 +1,14 @@
 """plugwatch.py - what the plugs publish, as the collector hears it: each plug's retained status
-and state, its firmware version (from its Home Assistant discovery config) and its last log
-lines, for the HTTP side's plug health, live stream and metrics.
+and state, its firmware version (from its Home Assistant discovery config), its last update's
+result (its retained ota/status) and its last log lines, for the HTTP side's plug health, live
+stream and metrics. The version and the update result are parsed by firmware.py, which keeps
+them on disk for `wattlog nodes`.
 
 The collector's MQTT thread calls take() for every message (it subscribes to topics());
 readers on other threads get copies (snapshot()) made under a lock held only for the copy,
 and listeners (the live stream) are called in the MQTT thread, so they must be quick.
-An "info" answer on a plug's log topic is its Node.status() (lib/wattnode/node.py): the keys
-in INFO_KEYS are kept. Meter fault lines ("<chip> meter: N frames with ...") are summed.
+An "info" answer on a plug's log topic, and the "status" line a plug says as it connects, are
+its Node.status() (lib/wattnode/node.py): the keys in INFO_KEYS are kept. Meter fault lines ("<chip> meter: N frames with ...") are summed.
 """
 
 import collections
@@ -16,6 +18,7 @@ import threading
 import time
 
 from wattlog.feeds import NODE_ID
+from wattlog.firmware import parse_status, sw_version
 
 STATE_KEYS = ("time", "power", "voltage", "current", "energy", "relay", "rssi")
 LOG_LINES = 20
@@ -34,13 +37,14 @@ class PlugWatch:
         self.base = base_topic
         self.ha = ha_prefix
         self._lock = threading.Lock()
-        self._plugs = {}      # node -> {"status", "state", "firmware", "info", "faults", "log"}
+        self._plugs = {}      # node -> {"status", "state", "firmware", "update", "info",
+                              #          "faults", "fault_note", "log"}
         self._listeners = []  # fn(kind, node, data), called in the MQTT thread: must be quick
 
     def topics(self):
         """What the collector subscribes to for this (QoS 0: only the latest matters)."""
         return [("%s/+/state" % self.base, 0), ("%s/+/log" % self.base, 0),
-                ("%s/device/+/config" % self.ha, 0)]
+                ("%s/+/ota/status" % self.base, 0), ("%s/device/+/config" % self.ha, 0)]
 
     def take(self, topic, payload):
         """One message; True if it was one of ours (the collector need not look further).
@@ -53,10 +57,15 @@ class PlugWatch:
         if not topic.startswith(self.base + "/"):
             return False
         node, _, kind = topic[len(self.base) + 1:].partition("/")
-        if kind not in ("state", "log", "status"):
+        if kind not in ("state", "log", "status", "ota/status"):
             return False
         if NODE_ID.match(node):
-            if kind == "state":
+            if kind == "ota/status":
+                update = parse_status(payload)
+                if update is not None:
+                    with self._lock:
+                        self._plug(node)["update"] = update
+            elif kind == "state":
                 self._state(node, payload)
             elif kind == "log":
                 self._log(node, payload)
@@ -66,7 +75,8 @@ class PlugWatch:
 
     def _plug(self, node):
         return self._plugs.setdefault(node, {"status": None, "state": None, "firmware": None,
-                                             "info": None, "faults": 0, "fault_note": None,
+                                             "update": None, "info": None, "faults": 0,
+                                             "fault_note": None,
                                              "log": collections.deque(maxlen=LOG_LINES)})
 
     def _note(self, node, kind, fields, event=None):
@@ -89,21 +99,18 @@ class PlugWatch:
         self._note(node, "state", {"state": state, "heard": time.time()}, state)
 
     def _firmware(self, node, payload):
-        try:
-            version = json.loads(payload)["dev"]["sw_version"]
-        except (ValueError, KeyError, TypeError):
-            return
-        if isinstance(version, str):
+        version = sw_version(payload)
+        if version is not None:
             with self._lock:
-                self._plug(node)["firmware"] = version[:32]
+                self._plug(node)["firmware"] = version
 
     def _log(self, node, payload):
         text = payload.decode("utf-8", "replace")[:1000]
         fields = {}
         m = _FAULTS.match(text)
-        if text.startswith("info "):
+        if text.startswith(("info ", "status ")):  # an answer; what a plug says as it connects
             try:
-                info = json.loads(text[5:].rsplit(" (id ", 1)[0])
+                info = json.loads(text.split(" ", 1)[1].rsplit(" (id ", 1)[0])
             except ValueError:
                 info = None
             if isinstance(info, dict):

@@ -45,8 +45,10 @@ user in credentials.json but the three programs' is a node):
                       cmd, ack, state (its own, after a power cut), ota/manifest, ota/chunk
                       and homeassistant/status
   wattlog-collector   read wattlog/+/readings, status and ack (the retained acks, at start-up);
-                      write wattlog/+/ack; for its HTTP API (api.py) read wattlog/+/state
-                      and log and homeassistant/device/+/config (the firmware version)
+                      write wattlog/+/ack; read wattlog/+/ota/status and
+                      homeassistant/device/+/config (each plug's version and last update,
+                      for `wattlog nodes`: firmware.py); for its HTTP API (api.py) read
+                      wattlog/+/state and log
   wattlog-operator    `wattlog plug`: read wattlog/+/status and state; write wattlog/+/relay/set
                       and wattlog/+/cmd; `wattlog ota`: write wattlog/+/ota/manifest and
                       ota/chunk, read wattlog/+/ota/req and ota/status
@@ -89,6 +91,7 @@ topic read %(base)s/+/ack
 topic write %(base)s/+/ack
 topic read %(base)s/+/state
 topic read %(base)s/+/log
+topic read %(base)s/+/ota/status
 topic read %(ha)s/device/+/config
 
 user %(operator)s

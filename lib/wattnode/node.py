@@ -397,7 +397,10 @@ class Node:
             forget("ota")
 
     def announce(self):
-        """Home Assistant discovery (discovery.py), retained."""
+        """Home Assistant discovery (discovery.py), retained, and the node's status on its log
+        topic as one "status {...}" line (as Tasmota says its INFO at boot): the collector's
+        plug health then shows the firmware, the SP3S mode and the counters without anyone
+        asking (an "info" command gets the same, fresh). Once per connection."""
         self._announced = self.link.connects  # once per connection, whatever happens
         try:
             from wattnode import discovery
@@ -409,6 +412,10 @@ class Node:
             self.link.log("no heap left for Home Assistant discovery; it is tried again at "
                           "the next connection")
         forget("discovery")
+        try:
+            self.link.log("status " + json.dumps(self.status()))
+        except MemoryError:
+            pass  # the "info" command asks again; nothing depends on it
 
     def uptime_s(self):
         return time.ticks_diff(self.hw.clock.ticks_ms(), self._boot_ticks) // 1000

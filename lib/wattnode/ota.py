@@ -16,13 +16,22 @@ reads only its own, publishes only its own):
                                    message, in bytes: the whole node's, not only the update's
 Every refusal and outcome is also said in one sentence on the log topic.
 
-The manifest (JSON): {"id": 8 hex, "node": node id, "version": "0.2.0", "trial_s": 30..3600,
-"total": bytes, "files": [[path, size, sha256 hex], ...]}. Paths are inside the wattnode
-package ("wattnode/node.mpy"). Authenticated by HMAC-SHA256 over the exact JSON bytes, with the
-plug's own key (config.json ota_key, 64 hex digits, made by `wattlog provision`): the broker's
-ACL already keeps anyone else off the topic; the HMAC also refuses a manifest the broker was
-tricked into passing, and one made for another plug ("node"). Chunks need no MAC: each file's
-sha256 is in the authenticated manifest, and a file that does not match it is discarded.
+The manifest (JSON): {"id": 8 hex, "node": node id, "serial": 1..2**30-1, "version": "0.2.0",
+"trial_s": 30..3600, "total": bytes, "files": [[path, size, sha256 hex], ...]}. Paths are
+inside the wattnode package ("wattnode/node.mpy"). Authenticated by HMAC-SHA256 over the exact
+JSON bytes, with the plug's own key (config.json ota_key, 64 hex digits, made by `wattlog
+provision`): the broker's ACL already keeps anyone else off the topic; the HMAC also refuses a
+manifest the broker was tricked into passing, and one made for another plug ("node"). Chunks
+need no MAC: each file's sha256 is in the authenticated manifest, and a file that does not
+match it is discarded.
+Replay: a genuine manifest stays genuine forever, so the plug keeps the highest serial it has
+accepted (ota/serial) and refuses any manifest whose serial is not above it: an old update
+replayed (a downgrade to a version with a known flaw, or the same update again) is refused with
+a reason, and the running version is untouched. The serial is about replay, not versions: the
+operator downgrades on purpose by signing the older version with a newer serial (`wattlog ota`
+gives every manifest one, host/wattlog/ota.py says how). It is written (atomically) when a
+manifest is accepted, before a byte of the transfer, and neither a reboot, a switch nor a
+rollback touches it.
 
 Flow control is the plug's: it asks for WINDOW chunks of CHUNK bytes from (file, offset) and
 asks again (from where its flash is) when they have not all come in REQ_RETRY_MS, so a lost
@@ -32,13 +41,16 @@ is appended to the file on the flash and fed to the file's running sha256.
 Flash layout (the flash root; boot.py reads the pointer, main.py reports a failed start):
   ota/stage/manifest         the authenticated manifest of the transfer under way
   ota/stage/wattnode/X.part  a file being received; renamed to X once its sha256 matches
-  ota/u<id>/                 an installed version (sys.path entry: ota/u<id>/wattnode/...)
+  ota/u<id>/                 an installed version (sys.path entry: ota/u<id>/wattnode/...);
+                             ota/u<id>/version is its version string, for the reports
   ota/boot                   the pointer: "<current> <previous> <ok|trial> <boots> <trial_s>";
                              "-" is the version installed over USB (/lib); written to
                              ota/boot.tmp and renamed: a power cut leaves the old pointer or
                              the new one, so the plug boots the old version or the new one
   ota/failed                 main.py: why a version on trial failed to start
   ota/result                 an outcome to report once the link is up (JSON, as ota/status)
+  ota/serial                 the highest manifest serial accepted (decimal; written to
+                             ota/serial.tmp and renamed)
 Free flash: the manifest's total plus FLASH_MARGIN must be free before a byte is written.
 
 Trial: after the switch the plug reboots (draining what it holds first, node.reboot()) into the
@@ -64,10 +76,12 @@ STALL_MS = const(120000)     # give up a transfer after this long without a byte
 FLASH_MARGIN = const(16384)  # bytes left free on the flash after the staged files
 MAX_FILES = const(64)
 MAX_SIZE = const(1 << 29)    # sizes stay small ints on a 32-bit plug
+MAX_SERIAL = const(0x3FFFFFFF)  # the largest small int on a 32-bit plug
 DIR = "ota"
 STAGE = "ota/stage"
 POINTER = "ota/boot"
 RESULT = "ota/result"
+SERIAL = "ota/serial"
 _HDR = const(6)
 
 
@@ -110,6 +124,21 @@ def write_pointer(cur, prev, state, boots=0, trial_s=0):
     with open(POINTER + ".tmp", "w") as f:
         f.write("%s %s %s %d %d\n" % (cur, prev, state, boots, trial_s))
     os.rename(POINTER + ".tmp", POINTER)
+
+
+def read_serial():
+    """The highest manifest serial this plug has accepted (0: none yet)."""
+    try:
+        with open(SERIAL) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 0
+
+
+def write_serial(serial):
+    with open(SERIAL + ".tmp", "w") as f:
+        f.write("%d\n" % serial)
+    os.rename(SERIAL + ".tmp", SERIAL)
 
 
 def write_result(result):
@@ -184,11 +213,14 @@ def parse_manifest(msg, key, node_id):
         m = json.loads(body)
         files, total = m["files"], m["total"]
         uid, version, trial_s = m["id"], m["version"], m["trial_s"]
-        node = m["node"]
+        node, serial = m["node"], m["serial"]
     except (ValueError, KeyError, TypeError):
-        raise Refused("the manifest is not JSON with id, node, version, trial_s, total, files")
+        raise Refused("the manifest is not JSON with id, node, serial, version, trial_s, total, "
+                      "files")
     if node != node_id:
         raise Refused("the manifest is for %r, not this plug" % (node,))
+    if not (isinstance(serial, int) and 0 < serial <= MAX_SERIAL):
+        raise Refused("the manifest's serial is not a whole number 1..%d" % MAX_SERIAL)
     if not (isinstance(uid, str) and len(uid) == 8 and all(c in "0123456789abcdef" for c in uid)):
         raise Refused("the manifest's id is not 8 hex digits")
     if not (isinstance(version, str) and 0 < len(version) <= 32):
@@ -276,13 +308,18 @@ class Updater:
         try:
             m = parse_manifest(msg, self.key, self.node.node_id)
         except Refused as e:
-            self._refuse(_claimed(msg), str(e))
+            self._refuse(_claimed(msg), str(e), abort=False)
             return
         if self.m is not None and self.m["id"] == m["id"]:
             self.asked = False  # the operator started again: ask from where the flash is
             return
+        last = read_serial()
+        if m["serial"] <= last:
+            self._refuse(m, "its serial %d is not above %d, the last this plug accepted (a "
+                            "replayed or stale manifest)" % (m["serial"], last), abort=False)
+            return
         if self.trial is not None:
-            self._refuse(m, "version %s is still on trial" % self._running())
+            self._refuse(m, "version %s is still on trial" % self._running(), abort=False)
             return
         rmtree(STAGE)
         self._collect()
@@ -292,6 +329,7 @@ class Updater:
                             "free" % (m["total"] + FLASH_MARGIN, m["total"], FLASH_MARGIN, free))
             return
         try:
+            write_serial(m["serial"])  # before a byte is staged: this manifest is spent
             _makedirs(STAGE)
             with open(STAGE + "/manifest", "wb") as f:
                 f.write(msg)
@@ -304,7 +342,7 @@ class Updater:
         self.moved_ms = time.ticks_ms()
         self.link.log("ota: update %s to version %s accepted: %d files, %d bytes"
                       % (m["id"], m["version"], len(m["files"]), m["total"]))
-        self._status("receiving")
+        self._status("receiving", m)
 
     def _on_chunk(self, msg):
         if len(msg) <= _HDR:
@@ -439,6 +477,8 @@ class Updater:
         p = read_pointer() or ["-", "-", "ok", 0, 0]
         cur = p[0]
         target = DIR + "/" + name
+        with open(STAGE + "/version", "w") as f:
+            f.write(m["version"])
         rmtree(target)
         os.rename(STAGE, target)
         write_pointer(name, cur, "trial", 0, m["trial_s"])  # the one atomic step
@@ -495,25 +535,33 @@ class Updater:
         except (OSError, ValueError):
             return
         os.remove(RESULT)
+        version = r.get("version")
+        try:  # boot.py names the version it rolled back by its folder (u<id>)
+            with open("%s/%s/version" % (DIR, version)) as f:
+                version = f.read()
+        except (OSError, TypeError):
+            pass
         self.link.log("ota: update %s %s (version %s): %s; running version %s"
-                      % (r.get("id"), r.get("state"), r.get("version"), r.get("reason"),
+                      % (r.get("id"), r.get("state"), version, r.get("reason"),
                          self._running()))
         self._status(r.get("state"), uid=r.get("id"), reason=r.get("reason"),
-                     version=r.get("version"))
+                     version=version)
 
-    def _refuse(self, m, reason):
+    def _refuse(self, m, reason, abort=True):
+        """Say why an update (m: its manifest) is refused; abort: the transfer under way ends
+        with it (False for a manifest refused before it touched anything)."""
         uid = m["id"] if m else None
         self.refused = reason
         self.link.log("ota: update %s refused: %s; version %s keeps running"
                       % (uid or "?", reason, self._running()))
         self._status("refused", m, reason=reason)
-        self.m = None
-        self.h = None
-        rmtree(STAGE)
+        if abort:
+            self.m = None
+            self.h = None
+            rmtree(STAGE)
 
     def _status(self, state, m=None, uid=None, reason=None, version=None):
         link = self.link
-        m = m or self.m
         link.publish(link.t_ota_status, json.dumps({
             "id": uid or (m["id"] if m else None), "state": state,
             "version": version or (m["version"] if m else self._running()),

@@ -36,10 +36,11 @@ def firmware(name):
 
 
 def manifest(files, uid="0a0b0c0d", key=KEY, node="plug-ota", trial_s=60, total=None,
-             version="9.9.9"):
+             version="9.9.9", serial=1000):
     """An ota/manifest message for {path: content}, as `wattlog ota` makes it."""
     entries = [[p, len(c), hexlify(sha256(c).digest()).decode()] for p, c in files]
-    body = json.dumps({"id": uid, "node": node, "version": version, "trial_s": trial_s,
+    body = json.dumps({"id": uid, "node": node, "serial": serial, "version": version,
+                       "trial_s": trial_s,
                        "total": sum(e[1] for e in entries) if total is None else total,
                        "files": entries}).encode()
     mac = hexlify(ota.hmac_sha256(bytes.fromhex(key) if hasattr(bytes, "fromhex")
@@ -164,6 +165,91 @@ class TestOta(unittest.TestCase):
         self.send(chunk(1, 2048, FILES[1][1][2048:]), "chunk")
         self.assertIsNone(up.refused)
         self.assertEqual(ota.read_pointer()[:3], ["u0a0b0c0d", "-", "trial"])
+
+    def confirm(self):
+        """The version on trial confirmed, as a trial's ack does (the pointer says ok)."""
+        p = ota.read_pointer()
+        ota.write_pointer(p[0], p[1], "ok")
+
+    def test_a_replayed_genuine_manifest_is_refused_and_a_newer_serial_may_downgrade(self):
+        """A manifest captured off the wire (genuine: the plug's key signed it) is refused
+        once a manifest with a higher serial was accepted, across reboots and a rollback,
+        with nothing switched; a newer serial signing an older version (a downgrade on
+        purpose) is taken."""
+        old = manifest(FILES, uid="00000001", serial=1000, version="9.9.9")
+        self.send(old)
+        self.transfer(FILES)
+        self.confirm()
+        newer = [("wattnode/__init__.py", b'__version__ = "9.9.10"\n')]
+        self.node = self.make_node()  # rebooted into 9.9.9
+        self.send(manifest(newer, uid="00000002", serial=1001, version="9.9.10"))
+        self.transfer(newer)
+        self.assertEqual(ota.read_pointer()[:3], ["u00000002", "u00000001", "trial"])
+        self.confirm()
+        for _ in range(2):  # after a reboot too: the serial is on the flash
+            self.node = self.make_node()
+            self.send(old)
+            self.assertIn("serial 1000 is not above 1001", self.node.ota.refused)
+            self.assertIsNone(self.node.ota.m)
+            self.assertEqual(ota.read_pointer()[:3], ["u00000002", "u00000001", "ok"])
+            self.assertFalse("stage" in os.listdir("ota"))
+        self.assertIn("u00000002", os.listdir("ota"))
+        downgrade = manifest(FILES, uid="00000003", serial=1002, version="9.9.9")  # on purpose
+        self.send(downgrade)
+        self.assertIsNotNone(self.node.ota.m)
+        self.transfer(FILES)
+        self.assertEqual(ota.read_pointer()[:3], ["u00000003", "u00000002", "trial"])
+        self.assertEqual(self.node.reboot_reason, "update to version 9.9.9")
+        self.node = self.make_node()  # the trial runs out: rolled back to u00000002
+        self.node.hw.clock.advance_ms(61000)
+        self.node.ota.check_deadline()
+        self.assertEqual(ota.read_pointer()[:3], ["u00000002", "-", "ok"])
+        self.node = self.make_node()
+        self.send(downgrade)  # spent, though it was rolled back
+        self.assertIn("serial 1002 is not above 1002", self.node.ota.refused)
+        self.assertEqual(ota.read_pointer()[:3], ["u00000002", "-", "ok"])
+
+    def test_a_replay_during_a_transfer_leaves_the_transfer_alone(self):
+        """A refused manifest does not cut the transfer under way."""
+        self.send(manifest(FILES, uid="00000005", serial=5))
+        self.send(chunk(0, 0, FILES[0][1]), "chunk")
+        self.send(manifest(FILES, uid="00000004", serial=4))
+        self.assertIn("serial 4 is not above 5", self.node.ota.refused)
+        self.assertEqual(self.node.ota.m["id"], "00000005")
+        self.node.ota.refused = None
+        self.transfer(FILES)  # the first file's chunk again is stale: ignored
+        self.assertIsNone(self.node.ota.refused)
+        self.assertEqual(ota.read_pointer()[0], "u00000005")
+
+    def test_a_manifest_without_a_serial_is_refused(self):
+        msg = manifest(FILES)
+        body = json.loads(msg[65:])
+        del body["serial"]
+        body = json.dumps(body).encode()
+        self.send(hexlify(ota.hmac_sha256(b"\x11" * 32, body)) + b"\n" + body)
+        self.assertIn("serial", self.node.ota.refused)
+        self.assertIsNone(self.node.ota.m)
+
+    def test_a_rollback_by_boot_py_is_reported_with_the_version_it_rolled_back(self):
+        """boot.py knows a version only by its folder (u<id>); the report on ota/status and
+        the log names the version (what `wattlog nodes` shows: "rolled back from 9.9.9")."""
+        self.send(manifest(FILES))
+        self.transfer(FILES)
+        ota.write_pointer("-", "-", "ok")  # as boot.py leaves it after a failed start
+        ota.write_result({"id": "0a0b0c0d", "state": "rolled back", "version": "u0a0b0c0d",
+                          "reason": "it failed to start: ImportError('x')"})
+        node = self.make_node()
+        client, server = loopback()
+        node.link.mq.attach(client)
+        node.link.up = True
+        node.ota.service()
+        server.setblocking(False)
+        sent = server.read(8192)
+        self.assertIn(b"rolled back", sent)
+        self.assertIn(b"9.9.9", sent)
+        self.assertFalse(b"u0a0b0c0d" in sent)
+        client.close()
+        server.close()
 
     def boot(self):
         """Run firmware/boot.py's choice of version as a plug's boot does; the sys.path it

@@ -94,11 +94,13 @@ def info(broker, node, node_id):
 
 def test_an_update_is_verified_switched_tried_and_confirmed(broker, collectors, simnodes,
                                                              tmp_path, builds):
-    """v1 -> v2: the table says confirmed, the plug runs v2 (its info says so), and its
-    readings are continuous across the switch: every slot from its first to its last stored,
-    each once, and the energy total never goes down (v2 resumed it from v1's checkpoint)."""
+    """v1 -> v2 with the collector's default commit interval (300 s, longer than the trial:
+    the collector commits what a plug on trial sends at once): the table says confirmed, the
+    plug runs v2 (its info and `wattlog nodes` say so), and its readings are continuous across
+    the switch: every slot from its first to its last stored, each once, and the energy total
+    never goes down (v2 resumed it from v1's checkpoint)."""
     data = tmp_path / "data"
-    c = collectors(broker.url, data, commit_interval=1)
+    c = collectors(broker.url, data)
     c.wait_for("listening on")
     flash = str(tmp_path / "flash")
     node = live_plug(simnodes, broker, "ota-1", flash)
@@ -111,6 +113,9 @@ def test_an_update_is_verified_switched_tried_and_confirmed(broker, collectors, 
     with open(os.path.join(flash, "ota", "boot")) as f:
         cur, prev, state = f.read().split()[:3]
     assert state == "ok" and prev == "-" and os.path.isdir(os.path.join(flash, "ota", cur))
+    line = nodes_row(data, "ota-1", lambda r: r["version"] == "0.2.0-test"
+                     and (r["update"] or {}).get("state") == "confirmed")
+    assert line.endswith(" 0.2.0-test  0.2.0-test confirmed"), line
     node.stop()
     s = summary(node.output)
     assert c.stop() == 0
@@ -123,18 +128,93 @@ def test_an_update_is_verified_switched_tried_and_confirmed(broker, collectors, 
     assert energy == sorted(energy) and s["energy_from"] != "none"  # the total carried over
 
 
+def nodes_row(data, node_id, done, timeout_s=20.0):
+    """`wattlog nodes --data DATA --json` (the CLI, as an operator runs it) until node_id's
+    row satisfies done(row) (the collector writes what the plug published as it hears it: a
+    bounded wait); then the table's line for it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        rows = {r["node"]: r for r in json.loads(wattlog("nodes", "--data", data, "--json"))}
+        row = rows.get(node_id)
+        if row is not None and done(row):
+            break
+        if time.monotonic() > deadline:
+            raise AssertionError("wattlog nodes never showed what %s did: %s" % (node_id, row))
+        time.sleep(0.2)
+    return next(line for line in wattlog("nodes", "--data", data).splitlines()
+                if line.startswith(node_id + " "))
+
+
 def test_a_version_that_fails_at_import_is_rolled_back_by_the_plug(broker, collectors,
                                                                     simnodes, tmp_path, builds):
-    """v3 raises at import: the plug rolls back to what it ran by itself and says why; the
-    table says rolled back, and the operator's command fails."""
+    """v3 raises at import: the plug rolls back to what it ran by itself and says why, on its
+    log and in `wattlog nodes` (the collector keeps what the plug reported): the version it
+    runs and "rolled back from 0.3.0-test: it failed to start: ImportError(...)"; the table
+    says rolled back, and the operator's command fails."""
     data = tmp_path / "data"
     c = collectors(broker.url, data, commit_interval=1)
     c.wait_for("listening on")
     node = live_plug(simnodes, broker, "ota-3", str(tmp_path / "flash"))
-    info(broker, node, "ota-3")
-    rc, out, err = ota(broker, builds["v3"], "ota-3", check=False)
-    assert rc == 1 and "rolled back" in out and "failed to start" in out, out + err
+    log = Listener(broker, "wattlog/ota-3/log")
+    try:
+        info(broker, node, "ota-3")
+        rc, out, err = ota(broker, builds["v3"], "ota-3", check=False)
+        assert rc == 1 and "rolled back" in out and "failed to start" in out, out + err
+        said, _ = log.wait("wattlog/ota-3/log", lambda p: b"rolled back" in p)
+    finally:
+        log.close()
+    why = "it failed to start: ImportError('v3 is broken on purpose'"
+    assert b"(version 0.3.0-test): " + why.encode() in said, said
     assert info(broker, node, "ota-3")["version"] == "0.1.0"
+    line = nodes_row(data, "ota-3", lambda r: (r["update"] or {}).get("state") == "rolled back"
+                     and r["version"] == "0.1.0")
+    assert " 0.1.0 " in line and "rolled back from 0.3.0-test: " + why in line, line
+
+
+def test_a_replayed_manifest_is_refused_and_a_downgrade_on_purpose_is_taken(
+        broker, collectors, simnodes, tmp_path, builds):
+    """A genuine manifest captured off the broker (v1 -> v2) is replayed after a newer update
+    (the operator's downgrade back to v1, on purpose: a newer serial signs the older version,
+    and it is confirmed): the plug refuses the replay for its serial, says why on its log and
+    ota/status (and so in `wattlog nodes`), switches nothing and keeps running v1."""
+    data = tmp_path / "data"
+    c = collectors(broker.url, data, commit_interval=1)
+    c.wait_for("listening on")
+    flash = str(tmp_path / "flash")
+    node = live_plug(simnodes, broker, "ota-r", flash)
+    info(broker, node, "ota-r")
+    wire = Listener(broker, "wattlog/ota-r/#")
+    try:
+        wire.wait("wattlog/ota-r/status")  # the retained one: the subscription is in place
+        _, out, _ = ota(broker, builds["v2"], "ota-r")
+        assert "0.1.0 -> 0.2.0-test" in out and "confirmed" in out, out
+        captured, _ = wire.wait("wattlog/ota-r/ota/manifest")
+        _, out, _ = ota(broker, builds["v1"], "ota-r")
+        assert "0.2.0-test -> 0.1.0" in out and "confirmed" in out, out
+        assert info(broker, node, "ota-r")["version"] == "0.1.0"
+        with open(os.path.join(flash, "ota", "boot")) as f:
+            pointer = f.read()
+        uid = json.loads(captured[65:])["id"]
+        operator = broker.client("ota-replay", user=OPERATOR)
+        operator.connect("127.0.0.1", broker.port)
+        operator.loop_start()
+        operator.publish("wattlog/ota-r/ota/manifest", captured, qos=1).wait_for_publish(10)
+        operator.disconnect()
+        operator.loop_stop()
+        said, _ = wire.wait("wattlog/ota-r/log", lambda p: b"refused" in p)
+        status, _ = wire.wait("wattlog/ota-r/ota/status",
+                              lambda p: json.loads(p)["state"] == "refused")
+    finally:
+        wire.close()
+    status = json.loads(status)
+    assert status["id"] == uid and "is not above" in status["reason"], status
+    assert b"update %s refused: its serial" % uid.encode() in said, said
+    with open(os.path.join(flash, "ota", "boot")) as f:
+        assert f.read() == pointer  # nothing switched
+    assert not os.path.exists(os.path.join(flash, "ota", "stage"))
+    assert info(broker, node, "ota-r")["version"] == "0.1.0"
+    line = nodes_row(data, "ota-r", lambda r: (r["update"] or {}).get("state") == "refused")
+    assert "0.2.0-test refused: its serial" in line, line
 
 
 def test_a_version_that_cannot_reach_the_broker_is_rolled_back_after_its_trial(
@@ -300,7 +380,8 @@ def test_a_flipped_byte_or_a_missing_file_is_refused_before_any_switch(broker, s
         fleet = Flipping(broker.url.replace("wattlog-collector", OPERATOR), open(
             broker.password_file(OPERATOR)).read().strip(), None, "wattlog")
         try:
-            r = fleet.update("ota-b", key, version, files, 60, lambda *a: None)
+            r = fleet.update("ota-b", key, host_ota.next_serial(broker.auth, "ota-b"), version,
+                             files, 60, lambda *a: None)
         finally:
             fleet.close()
         return r["result"] != "confirmed", "%s: %s" % (r["result"], r["reason"])
@@ -339,10 +420,10 @@ def test_an_update_the_flash_cannot_hold_is_refused_before_a_byte_is_written(
 
 def test_an_update_fits_the_tight_heap(broker, collectors, simnodes, tmp_path, builds):
     """The node run from .mpy files as in test_pipeline's tight-heap test (its 48 KiB ring, a
-    BL0937 driver) takes an update and confirms it in a TIGHT_HEAP_KIB heap: 24 KiB more than
-    that test's 200 KiB, where the node at rest leaves about 6 KiB free on this 64-bit port
-    (216 KiB worked alone, not always beside other tests; a manifest that does not fit is
-    refused with a MemoryError said on the log, not a crash).
+    BL0937 driver) takes an update and confirms it in that test's heap, TIGHT_HEAP_KIB (it needed
+    224 KiB before start.py unloaded what only start-up needs, and before the node loaded
+    ota.py after a collection; a manifest that does not fit is refused on ota/status, not a
+    crash: tests/device/test_short_heap.py).
     The table gives the live-heap high-water mark (kept in build/test-results)."""
     data = tmp_path / "data"
     c = collectors(broker.url, data, commit_interval=1)

@@ -1,6 +1,6 @@
 """demo.py - the whole system on one machine: simulated plugs -> mosquitto -> collector -> feeds.
 
-    tools/demo [--nodes N] [--duration S] [--backfill S] [--data DIR]
+    tools/demo [--nodes N] [--duration S] [--backfill S] [--data DIR] [--ota [--build DIR]]
 
 Starts a private mosquitto on a free loopback port (authentication and ACL on, as
 wattlog provision sets a real one up), the collector writing to ./demo-data, and
@@ -12,6 +12,15 @@ relay is in a file made 0600 in the logs directory). It shows their progress, an
 everything in order - plugs, collector (final commit), broker - after --duration seconds or
 on Ctrl-C.
 Then it lists the feeds, plots each plug's power over the day, and says how to look further.
+
+With --ota, once the plugs have caught up it updates them all over the air, as an owner
+updates real plugs (README, "Updates over the air"): `wattlog ota --all` as wattlog-operator
+with the demo's provision directory, every plug at once, the build from tools/build (or
+--build DIR). Each plug takes the files, switches, reboots into the new build on trial and
+confirms it once the collector has acknowledged a reading of it; the demo prints the table,
+then (at the end) `wattlog nodes`, whose version and update columns say what each plug runs
+and how its update ended. It runs until the update is over even when --duration passes first,
+and ends with exit status 1 if a plug did not confirm. Progress: ota.log in the logs folder.
 """
 
 import argparse
@@ -143,6 +152,20 @@ def stop_all(nodes, collector, broker):
     return outputs
 
 
+def start_update(broker, args, logs, parallel):
+    """`wattlog ota --all` against the demo's plugs, as their owner runs it: the operator's
+    login and the plugs' update keys from the demo's provision directory (broker.auth)."""
+    build = ["--build", args.build] if args.build else []
+    print("updating every plug over the air: wattlog ota --all --parallel %d (progress in %s)"
+          % (parallel, os.path.join(logs, "ota.log")), flush=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "wattlog.cli", "ota", "--all", "--parallel", str(parallel),
+         "--dir", broker.auth, "--broker", "mqtt://%s@127.0.0.1:%d" % (OPERATOR, broker.port),
+         "--password-file", broker.password_file(OPERATOR)] + build,
+        stdout=subprocess.PIPE, stderr=open(os.path.join(logs, "ota.log"), "w"), text=True,
+        start_new_session=True)
+
+
 def main():
     p = argparse.ArgumentParser(prog="tools/demo", description=__doc__.split("\n\n")[0])
     p.add_argument("--nodes", type=int, default=3, help="simulated plugs (default 3)")
@@ -150,6 +173,10 @@ def main():
     p.add_argument("--backfill", type=float, default=25.0,
                    help="real seconds to replay the last 24 h in (default 25)")
     p.add_argument("--data", default="demo-data", help="data directory (default ./demo-data)")
+    p.add_argument("--ota", action="store_true",
+                   help="once caught up, update every plug over the air (wattlog ota --all)")
+    p.add_argument("--build", metavar="DIR",
+                   help="with --ota: a folder tools/build made (default: run tools/build)")
     args = p.parse_args()
     if args.nodes < 1:
         p.error("--nodes must be at least 1")
@@ -199,6 +226,8 @@ def main():
     signal.signal(signal.SIGINT, lambda *a: stop.put("Ctrl-C"))
     signal.signal(signal.SIGTERM, lambda *a: stop.put("SIGTERM"))
     tty = sys.stdout.isatty()
+    update = None  # wattlog ota, once the plugs have caught up (--ota)
+    updated = None  # its exit status
     backfill_done = None
     last_print = 0.0
     last_line = None
@@ -210,7 +239,14 @@ def main():
         except queue.Empty:
             pass
         now = time.time()
-        if args.duration and now - began >= args.duration:
+        if update is not None and updated is None and update.poll() is not None:
+            updated = update.returncode
+            print("%sthe update over the air %s:\n%s" % (
+                "\n" if tty else "", "ended" if updated == 0 else "FAILED",
+                "".join("    " + line for line in update.stdout.read().splitlines(True))),
+                flush=True)
+        if args.duration and now - began >= args.duration and (update is None or updated
+                                                               is not None):
             why = "%.0f s passed" % args.duration
             break
         dead = [n for n, proc in nodes.items() if proc.poll() is not None]
@@ -247,12 +283,17 @@ def main():
             print("%sbackfill done in %.1f s (measured from the start of the demo): %d readings "
                   "arrived, %.0f readings/s" % ("\n" if tty else "", now - began, readings,
                                                readings / (now - began)))
+            if args.ota:
+                update = start_update(broker, args, logs, len(names))
 
     print("%sstopping (%s): the plugs, then the collector (final commit), then mosquitto"
           % ("\n" if tty else "", why))
     with watch.lock:
         readings, payload = watch.readings, watch.payload_bytes
     watch.close()
+    if update is not None and update.poll() is None:
+        update.terminate()  # stopped before the update ended (Ctrl-C): the plugs finish it
+        update.wait()
     outputs = stop_all(nodes, collector, broker)
     elapsed = time.time() - began
     sent = produced = 0
@@ -268,10 +309,19 @@ def main():
     print()
     subprocess.run([sys.executable, "-m", "wattlog.cli", "feeds", "--data", args.data])
     plot(args.data, names, int(time.time()))
+    if args.ota:
+        print("\nwhat each plug runs, and how its last update ended (wattlog nodes):")
+        subprocess.run([sys.executable, "-m", "wattlog.cli", "nodes", "--data", args.data])
     wl = os.path.relpath(shutil.which("wattlog") or "wattlog")
     print("\nlook at the data:\n  %s feeds --data %s\n  %s export --data %s --feed %s/power "
           "--start=-2h\n  collector log: %s" % (wl, args.data, wl, args.data, names[0],
                                               os.path.join(logs, "collector.log")))
+    if args.ota and updated != 0:
+        print("\nthe update over the air %s: see %s" % (
+            "never started (the plugs did not catch up)" if update is None
+            else "did not finish" if updated is None else "failed",
+            os.path.join(logs, "ota.log")))
+        return 1
     return 0 if why and not why.startswith("a process ended early") else 1
 
 

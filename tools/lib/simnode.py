@@ -227,7 +227,8 @@ def write_flash(flash, args):
 def resume_clock(flash, args, launched):
     """A reset does not stop the world's clock: the node boots again at the node time the run
     has reached (the simulated clock counts from sim.json's start, so move it on): by the wall
-    clock for a paced run, where the firmware left it (CLOCK_FILE) for a free-running one."""
+    clock for a paced run (never past the present, where a paced clock stops or goes on in
+    real time), where the firmware left it (CLOCK_FILE) for a free-running one."""
     if args.speed == FREE:
         try:
             with open(os.path.join(flash, CLOCK_FILE)) as f:
@@ -235,7 +236,7 @@ def resume_clock(flash, args, launched):
         except (OSError, ValueError):
             return  # it never got to reset itself: nothing to resume from
     else:
-        start = args.start + int((time.time() - launched) * args.speed)
+        start = min(args.start + int((time.time() - launched) * args.speed), int(time.time()))
     path = os.path.join(flash, SETTINGS_FILE)
     with open(path) as f:
         sim = json.load(f)
