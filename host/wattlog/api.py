@@ -3,7 +3,10 @@
     GET  /api                      the endpoints
     GET  /api/feeds                every feed: node, channel, unit, interval, first/last time,
                                    last value (readings not yet committed included)
-    GET  /api/series?feed=&start=&end=&points=     mean/min/max/count buckets, or raw slots
+    GET  /api/series?feed=&start=&end=&points=     mean/min/max/count buckets, or raw slots;
+                                   feed= more than once (up to MAX_FEEDS): {"series": [an
+                                   answer per feed, in order]}, one request for a chart of
+                                   many plugs (the dashboard's)
     GET  /api/series.csv?feed=&start=&end=[&points=]   the same as CSV (raw slots without points)
     GET  /api/energy?by=day|week|month|year[&start=&end=]   kWh and cost per plug (energy.py)
     GET  /api/plugs, /api/plugs/<node>     plug health      GET /api/health   collector health
@@ -75,6 +78,7 @@ log = logging.getLogger("wattlog")
 MAX_POINTS = 100000          # query.Engine's bound: 100,000 raw slots is 11.5 days at 10 s
 MAX_AHEAD_S = 86400          # an end further ahead than this is a mistake
 MAX_PARAM = 64               # characters of any query parameter
+MAX_FEEDS = 50               # feeds in one series request
 CSV_CHUNK_SLOTS = 50000
 ACTION_TIMEOUT_S = 10.0
 COMMANDS = ("info", "interval", "calibration", "reboot")
@@ -290,8 +294,9 @@ class Api:
     # -- parameters --------------------------------------------------------------------------
 
     @staticmethod
-    def _param(request, key, default=None):
-        text = request.query.get(key)
+    def _param(request, key, default=None, text=None):
+        """Parameter `key` (or the given text, one of its values), at most MAX_PARAM long."""
+        text = request.query.get(key) if text is None else text
         if text is None or text == "":
             return default
         if len(text) > MAX_PARAM:
@@ -324,9 +329,10 @@ class Api:
                            % (key, lo, hi, _shown(text)))
         return int(text)
 
-    def _entry(self, request):
-        """The registry entry of feed= (NODE/CHANNEL or an id) and its Feed, opened here."""
-        name = self._param(request, "feed")
+    def _entry(self, request, given=None):
+        """The registry entry of feed= (NODE/CHANNEL or an id; or `given`, one of several
+        feed= values) and its Feed, opened here."""
+        name = self._param(request, "feed", text=given)
         if name is None:
             raise ApiError(400, "give feed=NODE/CHANNEL (e.g. plug-1/power) or a feed id; "
                            "GET /api/feeds lists them")
@@ -430,11 +436,27 @@ class Api:
         return out
 
     async def series(self, request):
+        names = request.query.getall("feed", [])
+        if len(names) > 1:
+            return self._many_series(request, names)
         entry, feed = self._entry(request)
         start, end = self._range(request)
         points = self._int(request, "points", 1000, 1, MAX_POINTS)
         return web.json_response(self._series(entry, feed, start, end, points,
                                               self._pending_copy(entry)), dumps=_dumps)
+
+    def _many_series(self, request, names):
+        """{"series": [...]}: each feed's answer over the same range and points, in order."""
+        if len(names) > MAX_FEEDS:
+            raise ApiError(400, "at most %d feeds in one request, not %d" % (MAX_FEEDS,
+                                                                             len(names)))
+        entries = [self._entry(request, name) for name in names]
+        start, end = self._range(request)
+        # MAX_POINTS in all, as for one feed: a request must not make the answer 50 times bigger
+        points = self._int(request, "points", 1000, 1, MAX_POINTS // len(names))
+        return web.json_response({"series": [
+            self._series(entry, feed, start, end, points, self._pending_copy(entry))
+            for entry, feed in entries]}, dumps=_dumps)
 
     async def series_csv(self, request):
         entry, feed = self._entry(request)

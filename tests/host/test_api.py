@@ -116,6 +116,29 @@ def test_series_buckets_are_the_engines_and_stop_where_the_data_does(served):
     assert status == 200 and out["time"] == [] and out["committed_until"] == T0 + 600
 
 
+def test_series_of_several_feeds_in_one_request(served):
+    """feed= given more than once: {"series": [...]}, each answer the one its own request
+    gets (one request for a chart of many plugs); a wrong name among them, or more than
+    MAX_FEEDS, is a 400 sentence."""
+    rng = "&start=%d&end=%d&points=7" % (T0, T0 + 1000)
+    names = ["plug-1/power", "plug-1/voltage", "plug-1/power"]
+    status, out = served.call("/api/series?" + "&".join("feed=" + n for n in names) + rng)
+    assert status == 200 and len(out["series"]) == 3
+    for name, got in zip(names, out["series"]):
+        assert got == served.call("/api/series?feed=" + name + rng)[1]
+    assert [s["channel"] for s in out["series"]] == ["power", "voltage", "power"]
+    status, out = served.call("/api/series?feed=plug-1/power&feed=plug-1/nope" + rng)
+    assert status == 400 and out["error"].startswith("feed 'plug-1/nope' is not NODE/CHANNEL")
+    status, out = served.call("/api/series?" + "&".join(["feed=plug-1/power"] * (
+        api.MAX_FEEDS + 1)) + rng)
+    assert status == 400 and out["error"] == "at most %d feeds in one request, not %d" % (
+        api.MAX_FEEDS, api.MAX_FEEDS + 1)
+    # MAX_POINTS in all, not per feed: a request cannot make an answer 50 times bigger
+    status, out = served.call("/api/series?" + "&".join(["feed=plug-1/power"] * 4) +
+                              "&start=%d&end=%d&points=%d" % (T0, T0 + 1000, api.MAX_POINTS // 4 + 1))
+    assert status == 400 and "points" in out["error"], out
+
+
 def test_energy_and_emoncms_are_mounted(served):
     """/api/energy is energy.energy_table for this data directory (pending readings
     included); emoncms's feed API answers under /emoncms."""

@@ -5,9 +5,12 @@
    (#history?feeds=a,b&start=...&end=now), so it is shareable and each zoom or pan is a
    history entry the back button steps back through. */
 
-export const PALETTE = ["#0b6bcb", "#d9480f", "#2b8a3e", "#ae3ec9", "#e8590c", "#1098ad", "#c2255c",
-  "#5c940d", "#7048e8", "#f08c00", "#0c8599", "#a61e4d", "#364fc7", "#66a80f", "#9c36b5",
-  "#e67700", "#087f5b", "#c92a2a", "#495057", "#1864ab"];
+/* 20 plug colours, each at least 30 apart (CIE76 delta E) from every other and of a middle
+   lightness (L* 40-62: a line shows on the light and the dark background alike), in an order
+   where each is the farthest from those before it: a few plugs get the most different ones */
+export const PALETTE = ["#1e69c3", "#ff0000", "#00a500", "#ff00ff", "#875a3c", "#e10f78", "#00a5a5",
+  "#2d4bff", "#a59600", "#c369e1", "#d2690f", "#3c692d", "#874b78", "#c31e2d", "#8796b4",
+  "#e100b4", "#d26978", "#00a55a", "#9600ff", "#879678"];
 export const views = {};  // name -> its loader(params), filled by app.js
 
 export const state = {
@@ -17,6 +20,8 @@ export const state = {
   today: null, month: null, currency: "",
   actions: true,         // the collector has a token set (GET /api says so)
   chart: null, historyKey: "", historyTimer: null, historyFetch: null,
+  historyBuckets: null,  // each drawn plug's bucket length, s (the bands' widths)
+  plugList: null,        // {at, nodes}: the plugs with a power feed, as last asked
   energy: null,
   view: "", routed: null,
 };

@@ -52,8 +52,8 @@ export function tariffWords(tf) {
   const cur = tf.currency || "";
   if (tf.price != null) return tf.price + " " + cur + "/kWh";
   if (tf.day_price != null) {
-    return tf.day_price + " " + cur + "/kWh by day, " + tf.night_price + " " + cur + "/kWh from " +
-      tf.night_start + " to " + tf.night_end;
+    return tf.day_price + " " + cur + "/kWh by day, " + tf.night_price + " " + cur +
+      "/kWh at night (" + tf.night_start + " to " + tf.night_end + ")";
   }
   return JSON.stringify(tf);
 }

@@ -2,13 +2,26 @@
    spike in a month view stays visible), null = no readings = a gap, never zero. It asks for
    about one point per pixel of the chart's width, so every zoom fetches a finer series, down
    to single 10 s slots. Zoom and pan: drag or wheel, keys (arrows, + and -), the buttons,
-   and on a touch screen a pinch or a swipe. A view ending "now" follows the present. */
+   and on a touch screen a pinch or a swipe. A view ending "now" follows the present.
+
+   Drawing cost: at a coarse zoom each plug's mean jumps up and down from one pixel to the
+   next. A headless or GPU-less browser rasterises the canvas on its main thread, and there a
+   line wider than one device pixel (stroked as a filled outline) or uPlot's band (a fill
+   clipped by another path) over such a zigzag took 0.3-1.5 s a frame for 12 plugs; a one
+   pixel line is drawn as a hairline in ~2 ms. So lines are 1 px, and each band is drawn
+   (drawBands, under the lines) as one rectangle per pixel column from the lowest to the
+   highest reading of the buckets in it: the same picture, ~5 ms. Plugs whose buckets start
+   at different times (their feeds started at different times) share the x axis; a plug has
+   no value (undefined: the line runs on) at another plug's times, and null (a gap) only
+   where it has no readings. */
 
 import { $, api, colorOf, el, go, parseHash, showError, state, watts } from "./common.js";
 
 export const MIN_SPAN_S = 60;             // the deepest zoom: six 10 s slots
 export const MAX_SPAN_S = 2 * 366 * 86400;
 export const LIVE_REFRESH_S = 30;         // a history view that ends "now" follows the present
+export const PLUG_LIST_S = 30;            // a zoom or pan reuses the plug list this long
+export const SERIES_BATCH = 50;           // plugs asked for in one request (api.py's MAX_FEEDS)
 
 /* -- history ------------------------------------------------------------------------------ */
 
@@ -43,8 +56,7 @@ export async function loadHistory(params) {
   const view = historyParams(params);
   let all;
   try {
-    all = (await api("/api/feeds")).feeds.filter((f) => f.channel === "power" && !f.error)
-      .map((f) => f.node).sort();
+    all = await plugList();
   } catch (e) { showError("Cannot list the plugs", e); return; }
   const feeds = view.feeds.length ? view.feeds : all;
   drawPlugChoice(all, feeds);
@@ -65,19 +77,44 @@ export async function loadHistory(params) {
   const began = performance.now();
   let answers;
   try {
-    answers = await Promise.all(feeds.map((node) => api(
-      "/api/series?feed=" + encodeURIComponent(node + "/power") + "&start=" + view.start +
-      "&end=" + view.end + "&points=" + points, { signal: abort.signal })));
+    answers = await fetchSeries(feeds, view, points, abort.signal);
   } catch (e) {
     if (e.name === "AbortError") return;
     showError("Cannot draw the history", e);
     if (state.chart) { state.chart.destroy(); state.chart = null; }
     return;
   }
+  const fetched = performance.now();
   drawChart(view, feeds, answers);
-  window.wattlogDrawn = { ms: performance.now() - began, start: view.start, end: view.end,
+  // for the tests and tools/bench/dashboard: what was drawn, how long the fetch and the draw took
+  window.wattlogDrawn = { ms: performance.now() - began, fetch_ms: fetched - began,
+    start: view.start, end: view.end,
     bucket_s: answers.map((a) => a.bucket_s), raw: answers.map((a) => a.raw),
     points: answers.map((a) => a.time.length) };
+}
+
+export async function fetchSeries(feeds, view, points, signal) {
+  /* every plug's series in one request per SERIES_BATCH plugs (feed= given once per plug:
+     {"series": [...]}, or the one answer for one plug): one request, not one a plug */
+  const asks = [];
+  for (let i = 0; i < feeds.length; i += SERIES_BATCH) {
+    const some = feeds.slice(i, i + SERIES_BATCH);
+    asks.push(api("/api/series?" + some.map((n) => "feed=" + encodeURIComponent(n + "/power"))
+      .join("&") + "&start=" + view.start + "&end=" + view.end + "&points=" + points,
+      { signal }).then((got) => (some.length > 1 ? got.series : [got])));
+  }
+  return (await Promise.all(asks)).flat();
+}
+
+export async function plugList() {
+  /* the plugs with a power feed: asked again after PLUG_LIST_S, not at every zoom step */
+  const now = performance.now();
+  if (!state.plugList || now - state.plugList.at > PLUG_LIST_S * 1000) {
+    const nodes = (await api("/api/feeds")).feeds.filter((f) => f.channel === "power" && !f.error)
+      .map((f) => f.node).sort();
+    state.plugList = { at: now, nodes };
+  }
+  return state.plugList.nodes;
 }
 
 export function drawPlugChoice(all, chosen) {
@@ -96,7 +133,9 @@ export function drawPlugChoice(all, chosen) {
 
 export function seriesData(view, answers) {
   /* x: the union of every answer's times; per plug: mean, min, max (raw: the value thrice);
-     null where a plug has no reading: drawn as a gap. */
+     null where a plug's bucket has no reading (drawn as a gap), undefined at the times of
+     another plug's buckets (not a gap: uPlot draws the line on), null again at those inside
+     the plug's own hole. */
   const times = new Set();
   for (const a of answers) for (const t of a.time) times.add(t);
   const xs = Float64Array.from([...times].sort((a, b) => a - b));
@@ -104,11 +143,18 @@ export function seriesData(view, answers) {
   xs.forEach((t, i) => index.set(t, i));
   const data = [xs];
   for (const a of answers) {
-    const mean = new Array(xs.length).fill(null);
-    const lo = new Array(xs.length).fill(null);
-    const hi = new Array(xs.length).fill(null);
+    const mean = new Array(xs.length).fill(undefined);
+    const lo = new Array(xs.length).fill(undefined);
+    const hi = new Array(xs.length).fill(undefined);
     const m = a.raw ? a.value : a.mean, mn = a.raw ? a.value : a.min, mx = a.raw ? a.value : a.max;
     a.time.forEach((t, k) => { const i = index.get(t); mean[i] = m[k]; lo[i] = mn[k]; hi[i] = mx[k]; });
+    // another plug's time inside this plug's hole is in the hole too: uPlot ends a gap at
+    // the first value that is not null, and would draw the line across the rest of it
+    let prev;
+    for (let i = 0; i < xs.length; i++) {
+      if (mean[i] === undefined) { if (prev === null) mean[i] = lo[i] = hi[i] = null; }
+      else prev = mean[i];
+    }
     data.push(mean, lo, hi);
   }
   return data;
@@ -122,6 +168,7 @@ export function drawChart(view, feeds, answers) {
     return;
   }
   const data = seriesData(view, answers);
+  state.historyBuckets = answers.map((a) => a.bucket_s);
   const key = feeds.join(",");
   const scale = { min: view.start, max: view.end };
   if (state.chart && state.historyKey === key && state.chart.root.isConnected) {
@@ -134,17 +181,15 @@ export function drawChart(view, feeds, answers) {
   if (state.chart) state.chart.destroy();
   state.historyKey = key;
   const series = [{}];
-  const bands = [];
-  feeds.forEach((node, i) => {
-    const c = colorOf(node);
-    series.push({ label: node, stroke: c, width: 1.5, spanGaps: false,
+  for (const node of feeds) {
+    series.push({ label: node, stroke: colorOf(node), width: 1, spanGaps: false,
                   value: (u, v) => watts(v) });
-    series.push({ label: node + " min", stroke: "transparent", spanGaps: false, show: true,
-                  points: { show: false }, value: (u, v) => watts(v) });
-    series.push({ label: node + " max", stroke: "transparent", spanGaps: false,
-                  points: { show: false }, value: (u, v) => watts(v) });
-    bands.push({ series: [3 * i + 3, 3 * i + 2], fill: c + "33" });
-  });
+    // min and max: in the y range and the data, drawn by drawBands, not as lines
+    for (const edge of ["min", "max"]) {
+      series.push({ label: node + " " + edge, paths: () => null, points: { show: false },
+                    value: (u, v) => watts(v) });
+    }
+  }
   const dark = matchMedia("(prefers-color-scheme: dark)").matches;
   const axis = { stroke: dark ? "#9aa4b1" : "#5b6470",
                  grid: { stroke: dark ? "#2c333c" : "#e3e6ea", width: 1 },
@@ -152,12 +197,13 @@ export function drawChart(view, feeds, answers) {
   const opts = {
     width: Math.max(280, box.clientWidth - 8),
     height: window.innerWidth < 640 ? 260 : 380,
-    series, bands,
-    scales: { x: { time: true, auto: false, range: () => [current().start, current().end] } },
+    series,
+    scales: { x: { time: true, auto: false, range: () => [current().start, current().end] },
+              y: { range: yRange } },
     axes: [Object.assign({}, axis), Object.assign({ values: (u, vals) => vals.map(watts), size: 70 }, axis)],
     legend: { live: true },
     cursor: { drag: { x: true, y: false, setScale: false } },
-    hooks: { setSelect: [(u) => {
+    hooks: { drawAxes: [(u) => drawBands(u, feeds)], setSelect: [(u) => {
       if (u.select.width < 5) return;
       const a = u.posToVal(u.select.left, "x"), b = u.posToVal(u.select.left + u.select.width, "x");
       u.setSelect({ left: 0, width: 0, top: 0, height: 0 }, false);
@@ -173,6 +219,54 @@ export function drawChart(view, feeds, answers) {
     const f = e.deltaY > 0 ? 1.5 : 1 / 1.5;
     zoomAround(at, f, v);
   }, { passive: false });
+}
+
+export function yRange(u, min, max) {
+  /* uPlot's own y range (10% above, 0 at the bottom when nothing is below it), with 3 px
+     under its bottom: a line at 0 W (a plug switched off) would otherwise run along the
+     plot's edge, half of it cut off */
+  if (min == null) return [null, null];
+  const [lo, hi] = uPlot.rangeNum(min, max, 0.1, true);
+  const px = Math.max((u.bbox.height || 0) / devicePixelRatio, 100);
+  return [lo - (hi - lo) * 3 / px, hi];
+}
+
+export function drawBands(u, feeds) {
+  /* each plug's min-max band, under the lines: per pixel column one rectangle from the
+     highest to the lowest reading of the buckets that start in it (a bucket wider than a
+     column reaches to its end); nothing where a bucket has no reading */
+  const ctx = u.ctx, xs = u.data[0], { left, top, width, height } = u.bbox;
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(left, top, width, height);
+  ctx.clip();
+  feeds.forEach((node, k) => {
+    const s = 3 * k + 1;
+    if (!u.series[s] || !u.series[s].show) return;
+    const lo = u.data[s + 1], hi = u.data[s + 2];
+    const bucket = (state.historyBuckets && state.historyBuckets[k]) || 10;
+    ctx.fillStyle = colorOf(node) + "33";
+    let x0 = null, x1 = 0, yTop = 0, yBottom = 0;
+    const flush = () => {
+      if (x0 !== null && yBottom - yTop >= 1) ctx.fillRect(x0, yTop, Math.max(x1 - x0, 1), yBottom - yTop);
+      x0 = null;
+    };
+    for (let i = 0; i < xs.length; i++) {
+      if (hi[i] === undefined) continue;
+      if (hi[i] === null) { flush(); continue; }
+      const a = Math.round(u.valToPos(xs[i], "x", true));
+      const b = Math.round(u.valToPos(xs[i] + bucket, "x", true));
+      const yh = u.valToPos(hi[i], "y", true), yl = u.valToPos(lo[i], "y", true);
+      if (x0 !== null && a < x1) {
+        yTop = Math.min(yTop, yh); yBottom = Math.max(yBottom, yl); x1 = Math.max(x1, b);
+      } else {
+        flush();
+        x0 = a; x1 = b; yTop = yh; yBottom = yl;
+      }
+    }
+    flush();
+  });
+  ctx.restore();
 }
 
 export function zoomAround(at, factor, v) {

@@ -202,7 +202,9 @@ export function onEvent(block) {
   p.online = !!ev.online;
   if (kind === "state") {
     p.state = {};
-    for (const k of ["time", "power", "voltage", "current", "energy", "relay"]) p.state[k] = ev[k];
+    for (const k of ["time", "power", "voltage", "current", "energy", "relay", "rssi"]) {
+      p.state[k] = ev[k];
+    }
     p.state_heard = Date.now() / 1000;
   }
   updateCard(node);
