@@ -23,7 +23,10 @@ Like an ESP32 with MicroPython 1.28 (ports/esp32/main.c, modules/_boot.py, inise
   the ESP32's UART driver does it: the relay sends SIGINT while the unix port has its handler
   installed (it does only while code runs), since the unix port's own terminal handling misses
   code that mpremote sends by raw paste (it runs in raw terminal mode);
-- what the board prints while no one has the port open is dropped, as a UART's output is.
+- what the board prints while no one has the port open is dropped, as a UART's output is;
+  while the port is open, output waits up to HOST_WAIT_S for the reader, as a USB-serial
+  bridge's buffers and the host's tty buffer hold it, and only then is dropped (a partial
+  write used to drop the rest at once: a busy machine's mpremote lost the end of a line).
 
 Where it differs, and why:
 - a soft reset replaces the unix-port process, because its REPL ends the process on Ctrl-D
@@ -57,6 +60,7 @@ ROM = os.path.join(HERE, "fakeboard_rom.py")
 _LAUNCH = "exec(open(%r).read())" % ROM  # read before the rom hides the host's files
 FLASH_KIB = 2048
 BLOCK_SIZE = 4096
+HOST_WAIT_S = 2.0  # how long the board's output waits for a reader that has the port open
 RESET_EXIT = 3      # wattsim.board.RESET_EXIT: the REPL ended asking for a hard reset
 _TICK_S = 0.02
 
@@ -213,10 +217,16 @@ class FakeBoard:
             self._log += data
         if not self._connected:
             return  # no one listening: a UART's output is lost too
-        try:
-            os.write(self._host, data)
-        except (BlockingIOError, OSError):
-            pass  # not read fast enough: dropped, as a UART would
+        deadline = time.monotonic() + HOST_WAIT_S
+        while data:
+            try:
+                data = data[os.write(self._host, data):]
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([], [self._host], [], left)[1]:
+                    return  # not read for HOST_WAIT_S: dropped, as a UART would
+            except OSError:
+                return  # the reader has gone
 
     def _relay(self):
         while not self._stop.is_set():
