@@ -126,6 +126,8 @@ class Link:
         self.connects = 0
         self.batches = 0
         self.bytes_sent = 0
+        self._dropped_in_said = 0  # mq.dropped_in when it was last said (_say_dropped_in)
+        self._dropped_in_ms = 0
         self.acks = 0
         self.resends = 0  # rewinds to send again what the collector lacks (asked or seen)
         self.bad_acks = 0
@@ -199,6 +201,8 @@ class Link:
                 return
         try:
             self._receive()
+            if self.mq.dropped_in != self._dropped_in_said:
+                self._say_dropped_in()
             now = time.ticks_ms()
             if self._inflight_n:
                 if time.ticks_diff(now, self._sent_ms) > PUBACK_TIMEOUT_MS:
@@ -237,6 +241,22 @@ class Link:
                         break
                 if self.read_state:  # its retained state, if the broker has one, came before
                     self._handlers["state"](None)
+
+    def _say_dropped_in(self):
+        """Messages the heap could not take (mqtt.py reads them through): said at most once
+        a minute, with how many there have been."""
+        now = time.ticks_ms()
+        if self._dropped_in_said and time.ticks_diff(now, self._dropped_in_ms) < 60000:
+            return
+        mq = self.mq
+        self._dropped_in_said = mq.dropped_in
+        self._dropped_in_ms = now
+        try:
+            self.log("no heap for a %d-byte message on %s: dropped (%d so far); the plug "
+                     "runs on" % (mq.dropped_in_bytes, mq.dropped_in_topic.decode(),
+                                  mq.dropped_in))
+        except MemoryError:
+            pass
 
     def _batch_due(self, now, flush):
         waiting = self.ring.unsent()

@@ -113,8 +113,9 @@ class Node:
         self.broadlink = None  # the SP3S protocol (broadlink.py), imported only when it is on
         if cfg["broadlink"] != "off":
             self._start_broadlink(problems)
-        self.ota = None  # over-the-air update work (ota.py), loaded only when there is some
-        self._ota_due = None  # the work ota.py is still to be loaded for (see _load_ota)
+        self.ota = None  # an update's transfer (ota.py), loaded only while there is one
+        self.ota_trial = None  # a boot's update work: a trial, an outcome to report (otatrial.py)
+        self._ota_due = None  # the update work still to be loaded (see _load_ota)
         due = _ota_work()
         if due:
             self._load_ota(due, True)
@@ -189,7 +190,7 @@ class Node:
                 self._settle_when_due()
             if now < 0:  # no wall time yet: keep measuring, stamp nothing
                 self.link.service(self.hw.wifi_up())
-                if self.ota is not None:
+                if self.ota is not None or self.ota_trial is not None:
                     self._ota_service()
                 if self.broadlink is not None:
                     self.broadlink.service()
@@ -214,7 +215,7 @@ class Node:
                 if news:
                     self.link.log(news)
             self.link.service(self.hw.wifi_up())
-            if self.ota is not None:
+            if self.ota is not None or self.ota_trial is not None:
                 self._ota_service()
             if self.broadlink is not None:
                 self.broadlink.service()
@@ -295,10 +296,20 @@ class Node:
             self.link.log("broadlink: %s switched the relay %s" % (who, "ON" if on else "OFF"))
 
     def on_cmd(self, msg):
-        from wattnode import commands  # loaded for a command: most plugs rarely get one
         self.commands += 1
-        if not commands.handle(self, msg):
+        try:
+            from wattnode import commands  # loaded for a command: most plugs rarely get one
+            if not commands.handle(self, msg):
+                self.bad_commands += 1
+        except MemoryError:  # a full or fragmented heap: a command must not crash the plug
             self.bad_commands += 1
+            forget("commands", "config")
+            gc.collect()
+            try:
+                self.link.log("cmd: no heap left to carry it out (%d bytes free); nothing "
+                              "changed, send it again later" % gc.mem_free())
+            except MemoryError:
+                pass
         forget("commands", "config")
 
     def on_clock(self, t):
@@ -341,17 +352,28 @@ class Node:
         self.energy.offer(int(kwh * 1000 + 0.5), t - wire.EPOCH_UNIX, "state")
 
     def on_ota(self, topic, msg):
-        """ota/manifest or ota/chunk: ota.py is loaded with the first one. A MemoryError is
+        """ota/manifest or ota/chunk. A manifest is read by otamanifest.py (its checks, the
+        parsed JSON), which is then unloaded, before the transfer (ota.py) is loaded: unless a
+        transfer is already under way, the two are not in the heap at once. A MemoryError is
         refused, not a crash."""
         try:
+            taken = None
+            if topic == self.link.t_ota_manifest:
+                gc.collect()  # a module's code needs whole blocks
+                from wattnode import otamanifest
+                taken = otamanifest.take(self, msg)
+                otamanifest = None
+                forget("otamanifest")
             if self.ota is None:
-                gc.collect()  # the module's code needs whole blocks (about 19 KiB on 64 bits)
+                gc.collect()
                 from wattnode import ota
                 self.ota = ota.Updater(self)
-            self.ota.message(topic, msg)
+            self.ota.message(topic, msg, taken)
         except MemoryError:  # the heap cannot take an update now: the node runs on
             self.ota = None
-            forget("ota")
+            forget("ota", "otamanifest")
+            if self.ota_trial is None:
+                forget("otaflash")
             gc.collect()
             reason = "no heap left to take an update (%d bytes free)" % gc.mem_free()
             self.link.log("ota: %s; the running version is kept" % reason)
@@ -361,21 +383,32 @@ class Node:
                                   % (_manifest_id(msg), __version__, reason), retain=True)
 
     def _load_ota(self, due, first):
-        """ota.py for the update work the flash holds at boot (`due`: "trial" or "work").
-        At start-up the heap is at its fullest: without room then (`first`), it is tried once
-        more on the loop's first pass, start-up's garbage gone; a MemoryError must not fail
-        the start (main.py would leave a plug at the REPL, not metering). Without the heap
-        for it even then, a version on trial cannot be confirmed: the node reboots, and
-        boot.py rolls it back after its unconfirmed boots; other work waits for a later boot."""
+        """The update work the flash holds at boot (`due`: "trial" or "work"): otatrial.py for
+        a trial or an outcome to report, ota.py for a transfer to resume. At start-up the heap
+        is at its fullest: without room then (`first`), it is tried once more on the loop's
+        first pass, start-up's garbage gone; a MemoryError must not fail the start (main.py
+        would leave a plug at the REPL, not metering). Without the heap for it even then, a
+        version on trial cannot be confirmed: the node reboots, and boot.py rolls it back
+        after its unconfirmed boots; other work waits for a later boot."""
         self._ota_due = None
         gc.collect()
         try:
-            from wattnode import ota
-            self.ota = ota.Updater(self)
+            if self.ota_trial is None and (due == "trial" or _on_flash("ota/result")):
+                from wattnode import otatrial
+                self.ota_trial = otatrial.Trial(self)
+            if self.ota is None and _on_flash("ota/stage/manifest"):
+                from wattnode import otamanifest  # first and alone, as in on_ota
+                staged = otamanifest.staged(self)
+                otamanifest = None
+                forget("otamanifest")
+                if staged is not None:
+                    gc.collect()
+                    from wattnode import ota
+                    self.ota = ota.Updater(self, staged)
             return
         except MemoryError:
-            self.ota = None
-            forget("ota")
+            self.ota = self.ota_trial = None
+            forget("ota", "otamanifest", "otatrial", "otaflash")
         if first:
             self._ota_due = due
             return
@@ -387,14 +420,26 @@ class Node:
             self.reboot_reason = "the update on trial cannot be confirmed without heap"
 
     def _ota_service(self):
-        ota = self.ota
-        if self.link.up:
-            ota.service()
-        else:
-            ota.check_deadline()
-        if not ota.busy():
-            self.ota = None
-            forget("ota")
+        """Each part of an update's work is unloaded once it has none left."""
+        up = self.link.up
+        work = self.ota_trial
+        if work is not None:
+            if up:
+                work.service()
+            else:
+                work.check_deadline()
+            if not work.busy():
+                self.ota_trial = None
+                forget("otatrial")
+        work = self.ota
+        if work is not None:
+            if up:
+                work.service()
+            if not work.busy():
+                self.ota = None
+                forget("ota")
+        if self.ota is None and self.ota_trial is None:
+            forget("otaflash")
 
     def announce(self):
         """Home Assistant discovery (discovery.py), retained, and the node's status on its log
@@ -492,21 +537,26 @@ def _manifest_id(msg):
 
 
 def _ota_work():
-    """The over-the-air update work the flash holds for this boot (ota.py's files): "trial"
-    (a version on trial), "work" (an outcome to report, a transfer to resume) or None."""
+    """The over-the-air update work the flash holds for this boot (the files of ota.py's
+    notes): "trial" (a version on trial), "work" (an outcome to report, a transfer to resume)
+    or None."""
     try:
         with open("ota/boot") as f:
             if " trial " in f.read():
                 return "trial"
     except OSError:
         pass
-    for path in ("ota/result", "ota/stage/manifest"):
-        try:
-            os.stat(path)
-            return "work"
-        except OSError:
-            pass
+    if _on_flash("ota/result") or _on_flash("ota/stage/manifest"):
+        return "work"
     return None
+
+
+def _on_flash(path):
+    try:
+        os.stat(path)
+        return True
+    except OSError:
+        return False
 
 
 def _unix(t_s):

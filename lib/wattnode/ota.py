@@ -1,8 +1,14 @@
 """ota.py - over-the-air updates, the plug's side: take a new build over MQTT, verify it, switch
-to it in one atomic step, try it, and confirm it or roll back by itself.
+to it in one atomic step; the new version then tries itself and confirms it or rolls back by
+itself (otatrial.py).
 
-Imported only when an update is under way (a manifest came, a transfer is staged, a version is
-on trial, or there is an outcome to report): a plug that is not updating never loads it.
+Four modules, each loaded only when there is its work, so that an update fits a plug's heap:
+ota.py, the transfer (a manifest came, or a transfer is staged on the flash); otamanifest.py,
+the manifest's authentication and checks, loaded while a manifest is read and forgotten right
+after; otatrial.py, a boot's work (a version on trial, an outcome to report); otaflash.py, the
+files they share. A plug that is not updating loads none of them. While the transfer runs it
+holds the manifest's header and its file list with each sha256 as 32 bytes, not the message
+or its JSON text.
 
 Topics under <base>/<node>/ (ACL: only wattlog-operator publishes the first two; the plug
 reads only its own, publishes only its own):
@@ -65,211 +71,27 @@ import json
 import os
 import time
 from hashlib import sha256
-from binascii import hexlify, unhexlify
 
 from micropython import const
+
+from wattnode.otaflash import (DIR, STAGE, exists, makedirs, read_pointer, rmtree, running,
+                               status, write_pointer)
 
 CHUNK = const(1024)          # bytes per chunk: one MQTT message the heap takes easily
 WINDOW = const(4)            # chunks asked for at once
 REQ_RETRY_MS = const(3000)   # ask again when asked-for chunks have not all come
 STALL_MS = const(120000)     # give up a transfer after this long without a byte
-FLASH_MARGIN = const(16384)  # bytes left free on the flash after the staged files
-MAX_FILES = const(64)
-MAX_SIZE = const(1 << 29)    # sizes stay small ints on a 32-bit plug
-MAX_SERIAL = const(0x3FFFFFFF)  # the largest small int on a 32-bit plug
-DIR = "ota"
-STAGE = "ota/stage"
-POINTER = "ota/boot"
-RESULT = "ota/result"
-SERIAL = "ota/serial"
 _HDR = const(6)
 
 
-class Refused(Exception):
-    pass
-
-
-def hmac_sha256(key, msg):
-    if len(key) > 64:
-        key = sha256(key).digest()
-    key = key + bytes(64 - len(key))
-    inner = sha256(bytes(b ^ 0x36 for b in key))
-    inner.update(msg)
-    outer = sha256(bytes(b ^ 0x5C for b in key))
-    outer.update(inner.digest())
-    return outer.digest()
-
-
-def _same(a, b):
-    """Constant-time comparison of two byte strings."""
-    if len(a) != len(b):
-        return False
-    d = 0
-    for i in range(len(a)):
-        d |= a[i] ^ b[i]
-    return d == 0
-
-
-def read_pointer():
-    """[current, previous, state, boots, trial_s], or None (the USB-installed version)."""
-    try:
-        with open(POINTER) as f:
-            p = f.read().split()
-        return [p[0], p[1], p[2], int(p[3]), int(p[4])]
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def write_pointer(cur, prev, state, boots=0, trial_s=0):
-    with open(POINTER + ".tmp", "w") as f:
-        f.write("%s %s %s %d %d\n" % (cur, prev, state, boots, trial_s))
-    os.rename(POINTER + ".tmp", POINTER)
-
-
-def read_serial():
-    """The highest manifest serial this plug has accepted (0: none yet)."""
-    try:
-        with open(SERIAL) as f:
-            return int(f.read())
-    except (OSError, ValueError):
-        return 0
-
-
-def write_serial(serial):
-    with open(SERIAL + ".tmp", "w") as f:
-        f.write("%d\n" % serial)
-    os.rename(SERIAL + ".tmp", SERIAL)
-
-
-def write_result(result):
-    with open(RESULT + ".tmp", "w") as f:
-        json.dump(result, f)
-    os.rename(RESULT + ".tmp", RESULT)
-
-
-def _exists(path):
-    try:
-        os.stat(path)
-        return True
-    except OSError:
-        return False
-
-
-def _makedirs(path):
-    part = ""
-    for name in path.split("/"):
-        part = part + "/" + name if part else name
-        if not _exists(part):
-            os.mkdir(part)
-
-
-def rmtree(path):
-    try:
-        entries = list(os.ilistdir(path))
-    except OSError:
-        return
-    for e in entries:
-        sub = path + "/" + e[0]
-        if e[1] == 0x4000:
-            rmtree(sub)
-        else:
-            os.remove(sub)
-    os.rmdir(path)
-
-
-def flash_free():
-    st = os.statvfs(".")
-    bsize = st[0] or 1
-    return min(st[4], MAX_SIZE // bsize) * bsize
-
-
-def _path_ok(path):
-    if not isinstance(path, str) or not path.startswith("wattnode/") or ".." in path \
-            or len(path) > 64 or not (path.endswith(".mpy") or path.endswith(".py")):
-        return False
-    for c in path:
-        if c not in "abcdefghijklmnopqrstuvwxyz0123456789_/.":
-            return False
-    return True
-
-
-def parse_manifest(msg, key, node_id):
-    """The manifest dict from an ota/manifest message; Refused(reason) if it is not genuine or
-    not well-formed."""
-    nl = msg.find(b"\n")
-    if nl != 64:
-        raise Refused("the manifest does not start with its HMAC")
-    try:
-        mac = unhexlify(msg[:64])
-    except ValueError:
-        raise Refused("the manifest's HMAC is not hex")
-    body = msg[65:]
-    if not key:
-        raise Refused("this plug has no ota_key in config.json (wattlog provision makes one)")
-    if not _same(hmac_sha256(key, body), mac):
-        raise Refused("the manifest's HMAC does not match this plug's key (forged or for "
-                      "another plug)")
-    try:
-        m = json.loads(body)
-        files, total = m["files"], m["total"]
-        uid, version, trial_s = m["id"], m["version"], m["trial_s"]
-        node, serial = m["node"], m["serial"]
-    except (ValueError, KeyError, TypeError):
-        raise Refused("the manifest is not JSON with id, node, serial, version, trial_s, total, "
-                      "files")
-    if node != node_id:
-        raise Refused("the manifest is for %r, not this plug" % (node,))
-    if not (isinstance(serial, int) and 0 < serial <= MAX_SERIAL):
-        raise Refused("the manifest's serial is not a whole number 1..%d" % MAX_SERIAL)
-    if not (isinstance(uid, str) and len(uid) == 8 and all(c in "0123456789abcdef" for c in uid)):
-        raise Refused("the manifest's id is not 8 hex digits")
-    if not (isinstance(version, str) and 0 < len(version) <= 32):
-        raise Refused("the manifest's version is not a short string")
-    if not (isinstance(trial_s, int) and 30 <= trial_s <= 3600):
-        raise Refused("the manifest's trial_s is not 30..3600")
-    if not (isinstance(files, list) and 0 < len(files) <= MAX_FILES):
-        raise Refused("the manifest lists no files, or more than %d" % MAX_FILES)
-    s = 0
-    seen = []
-    for f in files:
-        if not (isinstance(f, list) and len(f) == 3 and _path_ok(f[0]) and f[0] not in seen
-                and isinstance(f[1], int) and 0 <= f[1] < MAX_SIZE and isinstance(f[2], str)
-                and len(f[2]) == 64):
-            raise Refused("the manifest's file entry %r is not [wattnode/path, size, sha256]"
-                          % (f,))
-        seen.append(f[0])
-        s += f[1]
-    if "wattnode/__init__.mpy" not in seen and "wattnode/__init__.py" not in seen:
-        raise Refused("the manifest's file set lacks wattnode/__init__")
-    if not (isinstance(total, int) and total == s and total < MAX_SIZE):
-        raise Refused("the manifest's total %r is not the sum of its files' sizes" % (total,))
-    return m
-
-
-def _claimed(msg):
-    """{"id": the id a refused manifest claims} when it has one, so the operator's tool can
-    match the refusal to what it sent; None if it has none."""
-    try:
-        uid = json.loads(msg[65:])["id"]
-    except (ValueError, KeyError, TypeError, IndexError):
-        return None
-    if isinstance(uid, str) and len(uid) == 8:
-        return {"id": uid, "version": "?", "total": None}
-    return None
-
-
 class Updater:
-    """One plug's OTA work, driven from the node's loop: service() each pass, message() for
-    ota/manifest and ota/chunk."""
+    """One plug's transfer, driven from the node's loop: service() each pass while the link is
+    up, message() for ota/manifest and ota/chunk; busy() while a transfer is under way."""
 
-    def __init__(self, node):
+    def __init__(self, node, staged=None):
+        """staged: the manifest of a transfer the flash holds (otamanifest.staged), resumed."""
         self.node = node
         self.link = node.link
-        key = node.cfg.get("ota_key")
-        try:
-            self.key = unhexlify(key) if key else b""
-        except ValueError:
-            self.key = b""
         self.m = None         # the manifest of the transfer under way
         self.f = 0            # the file being received
         self.off = 0          # bytes of it on the flash
@@ -281,60 +103,30 @@ class Updater:
         self.moved_ms = 0     # when a byte last came
         self.stale = 0        # chunks that were not the one expected
         self.refused = None   # the reason the last update was refused
-        self.trial = None     # [cur, prev, state, boots, trial_s] while on trial
-        self.trial_end = 0
-        self.reported = False
         self.high_water = 0   # the most heap in use after an OTA message (after a collection)
-        p = read_pointer()
-        if p is not None and p[2] == "trial":
-            self.trial = p
-            self.trial_end = time.ticks_add(node.hw.clock.ticks_ms(), p[4] * 1000)
-        if _exists(STAGE + "/manifest"):
-            self._resume()
+        if staged is not None:
+            self._resume(staged)
 
     def busy(self):
-        return self.m is not None or self.trial is not None or not self.reported
+        return self.m is not None
 
     # -- messages ----------------------------------------------------------------------------
 
-    def message(self, topic, msg):
+    def message(self, topic, msg, taken=None):
+        """taken: for ota/manifest, what otamanifest.take() made of it."""
         if topic == self.link.t_ota_manifest:
-            self._on_manifest(msg)
+            self._on_manifest(taken)
         elif self.m is not None:
             self._on_chunk(msg)
         self._heap()
 
-    def _on_manifest(self, msg):
-        try:
-            m = parse_manifest(msg, self.key, self.node.node_id)
-        except Refused as e:
-            self._refuse(_claimed(msg), str(e), abort=False)
+    def _on_manifest(self, taken):
+        m, reason, abort = taken
+        if reason is not None:
+            self.refuse(m, reason, abort)
             return
-        if self.m is not None and self.m["id"] == m["id"]:
+        if m is None:
             self.asked = False  # the operator started again: ask from where the flash is
-            return
-        last = read_serial()
-        if m["serial"] <= last:
-            self._refuse(m, "its serial %d is not above %d, the last this plug accepted (a "
-                            "replayed or stale manifest)" % (m["serial"], last), abort=False)
-            return
-        if self.trial is not None:
-            self._refuse(m, "version %s is still on trial" % self._running(), abort=False)
-            return
-        rmtree(STAGE)
-        self._collect()
-        free = flash_free()
-        if free < m["total"] + FLASH_MARGIN:
-            self._refuse(m, "not enough flash: %d bytes needed (%d and a margin of %d), %d "
-                            "free" % (m["total"] + FLASH_MARGIN, m["total"], FLASH_MARGIN, free))
-            return
-        try:
-            write_serial(m["serial"])  # before a byte is staged: this manifest is spent
-            _makedirs(STAGE)
-            with open(STAGE + "/manifest", "wb") as f:
-                f.write(msg)
-        except OSError as e:
-            self._refuse(m, "cannot write the staging area (%r)" % e)
             return
         self.m = m
         self.f = self.off = self.done = 0
@@ -346,23 +138,25 @@ class Updater:
 
     def _on_chunk(self, msg):
         if len(msg) <= _HDR:
-            self._refuse(self.m, "a chunk of %d bytes has no data" % len(msg))
+            self.refuse(self.m, "a chunk of %d bytes has no data" % len(msg))
             return
         fi = msg[0] | msg[1] << 8
         off = msg[2] | msg[3] << 8 | msg[4] << 16 | msg[5] << 24
         if fi != self.f or off != self.off:
             self.stale += 1  # a resent or late chunk: the next request says where we are
             return
-        name, size = self.m["files"][fi][:2]
+        entry = self.m["files"][fi]
+        name = entry[0]
+        size = entry[1]
         n = len(msg) - _HDR
         if n > CHUNK or off + n > size:
-            self._refuse(self.m, "a chunk of %s runs past its %d bytes" % (name, size))
+            self.refuse(self.m, "a chunk of %s runs past its %d bytes" % (name, size))
             return
         try:
             with open(STAGE + "/" + name + ".part", "ab") as f:
                 f.write(memoryview(msg)[_HDR:])
         except OSError as e:
-            self._refuse(self.m, "cannot write %s (%r)" % (name, e))
+            self.refuse(self.m, "cannot write %s (%r)" % (name, e))
             return
         self.h.update(memoryview(msg)[_HDR:])
         self.off += n
@@ -377,20 +171,22 @@ class Updater:
     # -- transfer ----------------------------------------------------------------------------
 
     def _start_file(self):
-        name, size = self.m["files"][self.f][:2]
-        _makedirs(STAGE + "/" + name.rsplit("/", 1)[0])
+        entry = self.m["files"][self.f]
+        name = entry[0]
+        makedirs(STAGE + "/" + name.rsplit("/", 1)[0])
         self.h = sha256()
         self.off = 0
         with open(STAGE + "/" + name + ".part", "wb"):
             pass
-        if size == 0:  # nothing to ask for: check and move on at once
+        if entry[1] == 0:  # nothing to ask for: check and move on at once
             self._file_done()
 
     def _file_done(self):
         """The file being received is whole: keep it if its sha256 matches, then the next."""
-        name, _, digest = self.m["files"][self.f]
-        if hexlify(self.h.digest()).decode() != digest:
-            self._refuse(self.m, "%s does not match its sha256 in the manifest" % name)
+        entry = self.m["files"][self.f]
+        name = entry[0]
+        if self.h.digest() != entry[2]:
+            self.refuse(self.m, "%s does not match its sha256 in the manifest" % name)
             return
         os.rename(STAGE + "/" + name + ".part", STAGE + "/" + name)
         self.f += 1
@@ -399,19 +195,13 @@ class Updater:
         else:
             self._start_file()
 
-    def _resume(self):
+    def _resume(self, m):
         """After a reboot: carry on from what the flash holds (whole files were verified
         before they were renamed; a .part file is hashed again as it is)."""
-        try:
-            with open(STAGE + "/manifest", "rb") as f:
-                m = parse_manifest(f.read(), self.key, self.node.node_id)
-        except (OSError, Refused):
-            rmtree(STAGE)
-            return
         self.m = m
         self.done = 0
         for i, (name, size, _) in enumerate(m["files"]):
-            if _exists(STAGE + "/" + name):
+            if exists(STAGE + "/" + name):
                 self.done += size
                 continue
             self.f = i
@@ -433,31 +223,21 @@ class Updater:
             self.done += self.off
             self.moved_ms = time.ticks_ms()
             if self.off == size:
-                self._finish_resumed(name, size)
+                self._file_done()  # whole when the plug stopped: checked as a last chunk is
             return
         self.f = len(m["files"])
         self._switch()
 
-    def _finish_resumed(self, name, size):
-        """A .part file that was whole when the plug stopped: check it as a last chunk would."""
-        self.off = size
-        self._file_done()
-
     def service(self):
-        """From the node's loop: ask for chunks, confirm or end a trial, report an outcome."""
-        link = self.link
-        if not link.up:
+        """From the node's loop while the link is up: ask for chunks, give up a stalled
+        transfer."""
+        if self.m is None:
             return
         now = time.ticks_ms()
-        if not self.reported:
-            self._report()
-        if self.m is not None:
-            if time.ticks_diff(now, self.moved_ms) > STALL_MS:
-                self._refuse(self.m, "no chunk for %d s" % (STALL_MS // 1000))
-            elif not self.asked or time.ticks_diff(now, self.asked_ms) > REQ_RETRY_MS:
-                self._ask(now)
-        if self.trial is not None:
-            self._check_trial()
+        if time.ticks_diff(now, self.moved_ms) > STALL_MS:
+            self.refuse(self.m, "no chunk for %d s" % (STALL_MS // 1000))
+        elif not self.asked or time.ticks_diff(now, self.asked_ms) > REQ_RETRY_MS:
+            self._ask(now)
 
     def _ask(self, now):
         m = self.m
@@ -469,7 +249,7 @@ class Updater:
         link.publish(link.t_ota_req, json.dumps(
             {"id": m["id"], "f": self.f, "o": self.off, "n": CHUNK, "k": WINDOW}))
 
-    # -- the switch and the trial ------------------------------------------------------------
+    # -- the switch --------------------------------------------------------------------------
 
     def _switch(self):
         m = self.m
@@ -489,98 +269,28 @@ class Updater:
         set_crash_count(0)
         self.m = None
         self.link.log("ota: update %s verified (%d bytes); switching from %s to %s, on trial "
-                      "for %d s" % (m["id"], m["total"], self._running(), m["version"],
+                      "for %d s" % (m["id"], m["total"], running(), m["version"],
                                     m["trial_s"]))
         self._status("switching", m)
         self.node.reboot_reason = "update to version %s" % m["version"]
 
-    def _check_trial(self):
-        node = self.node
-        if self.link.up and node.sampler.last_slot >= 0 and node.ring.first > 0:
-            cur, prev = self.trial[0], self.trial[1]
-            write_pointer(cur, prev, "ok")
-            self.trial = None
-            self.link.log("ota: version %s confirmed: reconnected, sampling, readings "
-                          "acknowledged by the collector" % self._running())
-            self._status("confirmed", uid=cur[1:], reason="")
-        elif time.ticks_diff(node.hw.clock.ticks_ms(), self.trial_end) >= 0:
-            self.rollback("not confirmed within %d s (link up: %s, sampled: %s, acked: %s)"
-                          % (self.trial[4], self.link.up, node.sampler.last_slot >= 0,
-                             node.ring.first > 0))
-
-    def check_deadline(self):
-        """While the link is down the trial's clock still runs (from the node's loop)."""
-        if self.trial is not None and time.ticks_diff(self.node.hw.clock.ticks_ms(),
-                                                      self.trial_end) >= 0:
-            self.rollback("not confirmed within %d s (the link never came up)"
-                          % self.trial[4])
-
-    def rollback(self, reason):
-        cur, prev = self.trial[0], self.trial[1]
-        write_pointer(prev, "-", "ok")
-        write_result({"id": cur[1:], "state": "rolled back", "version": self._running(),
-                      "reason": reason})
-        self.trial = None
-        print("ota: rolling back from version %s: %s" % (self._running(), reason))
-        self.node.reboot_reason = "rolling back an update: " + reason
-
     # -- reports -----------------------------------------------------------------------------
 
-    def _report(self):
-        """An outcome decided before this boot (by boot.py or a trial): said once."""
-        self.reported = True
-        try:
-            with open(RESULT) as f:
-                r = json.load(f)
-        except (OSError, ValueError):
-            return
-        os.remove(RESULT)
-        version = r.get("version")
-        try:  # boot.py names the version it rolled back by its folder (u<id>)
-            with open("%s/%s/version" % (DIR, version)) as f:
-                version = f.read()
-        except (OSError, TypeError):
-            pass
-        self.link.log("ota: update %s %s (version %s): %s; running version %s"
-                      % (r.get("id"), r.get("state"), version, r.get("reason"),
-                         self._running()))
-        self._status(r.get("state"), uid=r.get("id"), reason=r.get("reason"),
-                     version=version)
-
-    def _refuse(self, m, reason, abort=True):
+    def refuse(self, m, reason, abort=True):
         """Say why an update (m: its manifest) is refused; abort: the transfer under way ends
         with it (False for a manifest refused before it touched anything)."""
-        uid = m["id"] if m else None
         self.refused = reason
         self.link.log("ota: update %s refused: %s; version %s keeps running"
-                      % (uid or "?", reason, self._running()))
-        self._status("refused", m, reason=reason)
+                      % (m["id"] if m else "?", reason, running()))
+        self._status("refused", m, reason)
         if abort:
             self.m = None
             self.h = None
             rmtree(STAGE)
 
-    def _status(self, state, m=None, uid=None, reason=None, version=None):
-        link = self.link
-        link.publish(link.t_ota_status, json.dumps({
-            "id": uid or (m["id"] if m else None), "state": state,
-            "version": version or (m["version"] if m else self._running()),
-            "running": self._running(), "reason": reason, "done": self.done,
-            "heap_max": self.high_water,
-            "total": m.get("total") if m else None}), retain=True)
-
-    def _running(self):
-        import wattnode
-        return wattnode.__version__
-
-    def _collect(self):
-        """Remove versions that are neither current nor previous (a switch cut short)."""
-        p = read_pointer() or ["-", "-"]
-        if not _exists(DIR):
-            os.mkdir(DIR)
-        for e in list(os.ilistdir(DIR)):
-            if e[1] == 0x4000 and e[0] not in (p[0], p[1], "stage"):
-                rmtree(DIR + "/" + e[0])
+    def _status(self, state, m, reason=None):
+        status(self.link, state, m["id"] if m else None, m["version"] if m else None, reason,
+               self.done, m["total"] if m else None, self.high_water)
 
     def _heap(self):
         import gc

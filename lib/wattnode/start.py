@@ -103,7 +103,10 @@ def run(node):
         stopped(node)
     except Exception as e:  # the loop must not die quietly: record it, then reset
         hw = node.hw
-        text, line = crash_text(node, e)
+        try:
+            text, line = crash_text(node, e)
+        except MemoryError:  # whatever happens, the plug must log what it can and reset
+            text, line = "crash: no heap left to describe it", None
         print(text)
         if line:
             print(line)
@@ -116,10 +119,14 @@ def run(node):
 def crash_text(node, e):
     """(what CRASH_LOG keeps of a crash: the readings at stake, in words, and the traceback;
     the same for programs: "crash " and node.status() as JSON, or None without the heap)."""
-    out = io.StringIO()
-    sys.print_exception(e, out)
     now_s = node.hw.clock.time_s()
     gc.collect()  # the dead loop's garbage: room for the status (a MemoryError may be why)
+    try:
+        out = io.StringIO()
+        sys.print_exception(e, out)
+    except MemoryError:  # the traceback at least reaches the console, if not the log
+        sys.print_exception(e)
+        return "crash at node time %d: %r (no heap left for its traceback)" % (now_s, e), None
     try:
         st = node.status()
         line = "crash " + json.dumps(st)

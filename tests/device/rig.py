@@ -1,6 +1,7 @@
 """rig.py - a real board file with a simulated chip, its driver, and a clock the test moves.
 Importing it plugs the simulator (lib/wattsim) into the node, as tools/simnode does."""
 
+import gc
 import json
 import sys
 
@@ -88,3 +89,30 @@ def fresh_dir(path):
         pass
     for name in os.listdir(path):
         os.remove(path + "/" + name)
+
+
+def fill_heap(free_bytes):
+    """Blocks that leave about free_bytes of the heap free, as on a plug with little left:
+    filled until allocations fail (the collector has run then: no garbage is left to be
+    freed later, as there would be after filling to a gc.mem_free() figure), down to 16-byte
+    blocks for the holes, then let go of until free_bytes are free. Skips the calling test on
+    the WebAssembly port, whose heap grows and is collected only between its host's steps."""
+    if sys.platform == "webassembly":
+        raise unittest.SkipTest("the 32-bit WebAssembly port's heap cannot be filled to a "
+                                "figure (it grows, and is collected only between steps)")
+    hold = [None] * 16384  # made first: no garbage of its own as it fills
+    n = 0
+    for size in (4096, 256, 16):
+        while n < len(hold):
+            try:
+                hold[n] = bytearray(size)
+            except MemoryError:
+                break
+            n += 1
+    gc.collect()
+    while n and gc.mem_free() < free_bytes:
+        n -= 1
+        hold[n] = None
+        gc.collect()
+    return hold
+

@@ -9,6 +9,7 @@ the client's timeout; strings are framed by their UTF-8 length; the loop's idle 
 and the next batch allocate nothing. A test whose code under test lost its timeout would hang:
 that hang (the runner's bound) is its failure."""
 
+import gc
 import select
 import time
 import unittest
@@ -22,6 +23,7 @@ from wattnode.ring import Ring
 from test_energy_resume import packets, publishes
 from test_link_acks import BOOT, Broker
 from test_memory import listener, loopback
+from rig import fill_heap
 
 CFG = {"base_topic": "wattlog", "broker": {"host": "127.0.0.1", "port": 1, "user": None,
                                            "password": None},
@@ -111,6 +113,28 @@ class TestOnePassTakesInEverything(LinkOnLoopback):
         self.assertEqual(len(self.cmds), 16)
         self.service()
         self.assertEqual(self.cmds, [b"x%d" % i for i in range(20)])
+
+    def test_a_message_the_heap_cannot_take_is_dropped_and_the_link_stays_in_step(self):
+        """A 3000-byte QoS 1 command comes while the heap has about 2 KiB left: it is read
+        through and dropped (its PUBACK sent: the broker must not send it again), the log
+        says so once, and the small command behind it is taken whole (the old client raised
+        MemoryError out of the loop: the plug crashed and reset)."""
+        big = bytes((0, len(CMD))) + CMD + b"\x00\x09" + b"x" * 3000  # topic, packet id 9
+        n = len(big)
+        self.arrive(bytes((0x32, n & 0x7F | 0x80, n >> 7)) + big + publish(CMD, b"small"))
+        hold = fill_heap(2048)
+        try:
+            self.service()
+        finally:
+            hold = None
+            gc.collect()
+        self.assertEqual(self.cmds, [b"small"])
+        self.assertEqual(self.link.mq.dropped_in, 1)
+        got = packets(self.server)
+        self.assertIn((0x40, b"\x00\x09"), got)
+        logs = publishes(got, b"wattlog/plug-1/log")
+        self.assertEqual(logs, [b"no heap for a 3000-byte message on wattlog/plug-1/cmd: "
+                                b"dropped (1 so far); the plug runs on"])
 
     def test_a_refused_subscription_is_said_on_the_log(self):
         """The SUBACK of the node's SUBSCRIBE (told from others by its packet id) refuses one

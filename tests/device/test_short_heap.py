@@ -14,23 +14,22 @@ from wattnode.node import Node
 from wattnode.ring import Ring
 from wattsim.board import Board
 
-from rig import board_file, fresh_dir, need_sockets
+from rig import board_file, fill_heap, fresh_dir, need_sockets
 from test_energy_resume import packets, publishes
 from test_memory import loopback
 
 FLASH = "/tmp/wattnode-short-heap-test"
 
 
-def _fill_heap(free=3072):
-    """Blocks that leave about `free` bytes of the heap, as on a plug with little left."""
-    hold = []
-    gc.collect()
-    while gc.mem_free() > free:
-        try:
-            hold.append(bytearray(256))
-        except MemoryError:
-            break
-    return hold
+def _plug(flash):
+    """A node on a simulated plug, its config.json written in the current folder (flash)."""
+    with open("config.json", "w") as f:
+        json.dump({"node_id": "plug-m", "broker": {"host": "127.0.0.1", "port": 1}}, f)
+    board = board_file("sim")
+    problems = []
+    cfg = config.load("config.json", problems)
+    hw = Board(board, cfg, {"profile": "constant:1000", "start": 1795000000}, flash)
+    return Node(cfg, board, hw, problems, True, Ring(16)), hw, cfg, problems
 
 
 def _load_config_interval_s():
@@ -73,23 +72,17 @@ class TestShortOfHeap(unittest.TestCase):
         os.chdir(flash)
         try:
             os.mkdir("ota")
-            with open("config.json", "w") as f:
-                json.dump({"node_id": "plug-m", "broker": {"host": "127.0.0.1", "port": 1}}, f)
-            board = board_file("sim")
-            problems = []
-            cfg = config.load("config.json", problems)
-            hw = Board(board, cfg, {"profile": "constant:1000", "start": 1795000000}, flash)
-            Node(cfg, board, hw, [], True, Ring(16))  # what a node imports, loaded as on a plug
+            node, _, _, problems = _plug(flash)
             with open("ota/boot", "w") as f:
                 f.write("u00000002 - trial 1 60\n")
-            forget("ota")
-            hold = _fill_heap(12288)  # room for the node's objects, not for ota.py too
-            node = Node(cfg, board, hw, problems, True, Ring(16))
-            self.assertEqual((node.ota, node._ota_due), (None, "trial"))  # not a failed start
+            forget("otatrial", "otaflash")
+            hold = fill_heap(3072)  # no room for the trial's work (otatrial.py, a few KiB)
+            node._load_ota("trial", True)  # as Node() does at start-up with a version on trial
+            self.assertEqual((node.ota_trial, node._ota_due), (None, "trial"))  # not a failed start
             node._load_ota(node._ota_due, False)  # the loop's first pass: still no room
             hold = None
             gc.collect()
-            self.assertIsNone(node.ota)
+            self.assertIsNone(node.ota_trial)
             self.assertIn("no heap left for the update's work at start-up", problems[-1])
             self.assertEqual(node.reboot_reason, "the update on trial cannot be confirmed "
                                                  "without heap")
@@ -105,17 +98,11 @@ class TestShortOfHeap(unittest.TestCase):
         fresh_dir(FLASH)
         os.chdir(FLASH)
         try:
-            with open("config.json", "w") as f:
-                json.dump({"node_id": "plug-m", "broker": {"host": "127.0.0.1", "port": 1}}, f)
-            board = board_file("sim")
-            problems = []
-            cfg = config.load("config.json", problems)
-            hw = Board(board, cfg, {"profile": "constant:1000", "start": 1795000000}, FLASH)
-            node = Node(cfg, board, hw, problems, True, Ring(16))
+            node, hw, cfg, _ = _plug(FLASH)
             forget("broadlink")  # another test may have loaded it
             cfg["broadlink"] = "read"
             said = []
-            hold = _fill_heap()
+            hold = fill_heap(3072)
             node._start_broadlink(said)
             hold = None
             gc.collect()
@@ -140,18 +127,12 @@ class TestShortOfHeap(unittest.TestCase):
         os.chdir(FLASH)
         client, server = loopback()
         try:
-            with open("config.json", "w") as f:
-                json.dump({"node_id": "plug-m", "broker": {"host": "127.0.0.1", "port": 1}}, f)
-            board = board_file("sim")
-            problems = []
-            cfg = config.load("config.json", problems)
-            hw = Board(board, cfg, {"profile": "constant:1000", "start": 1795000000}, FLASH)
-            node = Node(cfg, board, hw, problems, True, Ring(16))
+            node = _plug(FLASH)[0]
             node.link.mq.attach(client)
             node.link.up = True
             forget("ota")
             manifest = b'00ff\n{"id": "0a0b0c0d", "node": "plug-m", "serial": 7}'
-            hold = _fill_heap(6144)
+            hold = fill_heap(6144)
             node.on_ota(node.link.t_ota_manifest, manifest)
             hold = None
             gc.collect()
@@ -164,4 +145,24 @@ class TestShortOfHeap(unittest.TestCase):
         finally:
             client.close()
             server.close()
+            os.chdir(cwd)
+
+    def test_a_command_without_heap_changes_nothing_and_the_plug_runs_on(self):
+        """An `info` command coming when the heap is full or in pieces (it once crashed a
+        plug in the limited heap right after it connected) is refused in words, counted,
+        and the node carries on."""
+        cwd = os.getcwd()
+        fresh_dir(FLASH)
+        os.chdir(FLASH)
+        try:
+            node = _plug(FLASH)[0]
+            forget("commands", "config")
+            hold = fill_heap(1024)
+            node.on_cmd(b'{"cmd": "info"}')
+            hold = None
+            gc.collect()
+            self.assertEqual((node.commands, node.bad_commands), (1, 1))
+            node.on_cmd(b'{"cmd": "info"}')  # with heap again: answered
+            self.assertEqual((node.commands, node.bad_commands), (2, 1))
+        finally:
             os.chdir(cwd)
