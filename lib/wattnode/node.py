@@ -214,7 +214,9 @@ class Node:
                 news = self.fault_log.news(clock.ticks_ms())
                 if news:
                     self.link.log(news)
-            self.link.service(self.hw.wifi_up())
+            # a version on trial sends each reading at once: the collector's ack confirms it
+            self.link.service(self.hw.wifi_up(), flush=self.ota_trial is not None
+                              and self.ota_trial.trial is not None)
             if self.ota is not None or self.ota_trial is not None:
                 self._ota_service()
             if self.broadlink is not None:
