@@ -4,10 +4,16 @@ and a clean run ends with exit status 0 and the feeds table. With --ota, `wattlo
 updates the demo's plugs (issue 14, "Done when"): each confirms the new build, and `wattlog
 nodes` says so. Real time: the demo backfills for --backfill seconds and runs live for
 --duration seconds of wall time, as a person sees it, and an update is a real-time exchange;
-one demo run checks both, since each costs half a minute."""
+one demo run checks both, since each costs half a minute. While it runs, the dashboard at
+the address it prints serves the page, and the API the page reads lists the demo's plugs
+(issue 13, "Done when"; tests/e2e/test_dashboard.py drives the page itself in Chromium)."""
 
+import json
+import re
 import shutil
 import subprocess
+import time
+import urllib.request
 
 import pytest
 
@@ -17,12 +23,22 @@ from helpers import REPO
 @pytest.mark.realtime
 def test_the_demo_says_what_it_measured_and_updates_its_plugs_over_the_air(tmp_path, built):
     shutil.copytree(built / "device", tmp_path / "build")  # tools/build's, made once a run
-    proc = subprocess.run([str(REPO / "tools" / "demo"), "--nodes", "2", "--backfill", "8",
-                           "--duration", "25", "--data", str(tmp_path / "data"), "--ota",
-                           "--build", str(tmp_path / "build")],
-                          capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    lines = proc.stdout.splitlines()
+    proc = subprocess.Popen([str(REPO / "tools" / "demo"), "--nodes", "2", "--backfill", "8",
+                             "--duration", "25", "--data", str(tmp_path / "data"), "--ota",
+                             "--build", str(tmp_path / "build")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    try:
+        for line in proc.stdout:  # ends when the demo does (its own --duration)
+            lines.append(line.rstrip("\n"))
+            url = re.search(r"the dashboard: (http://127\.0\.0\.1:\d+/)", line)
+            if url:
+                page_shows_the_plugs(url.group(1), {"washer", "fridge"})
+        err = proc.stderr.read()
+        assert proc.wait(timeout=240) == 0, "\n".join(lines) + err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     table = lines.index("the update over the air ended:")
     rows = {line.split()[0]: line for line in lines[table + 2:table + 4]}
     assert set(rows) == {"washer", "fridge"}, lines[table:]
@@ -39,3 +55,25 @@ def test_the_demo_says_what_it_measured_and_updates_its_plugs_over_the_air(tmp_p
     status = [line for line in lines if line.startswith("  washer") or line.startswith("  fridge")]
     assert all(a != b for a, b in zip(status, status[1:]))
     assert any(line.split()[:2] == ["id", "node"] for line in lines)
+
+
+def page_shows_the_plugs(url, names, timeout_s=60.0):
+    """The page at url is served, and /api/plugs (what its overview reads) lists `names`
+    with a state each, within timeout_s (the plugs are still catching up)."""
+    with urllib.request.urlopen(url, timeout=10) as r:
+        assert r.status == 200 and r.headers["Content-Type"].startswith("text/html")
+        assert b"wattlog" in r.read()
+    deadline = time.monotonic() + timeout_s
+    plugs = None
+    while True:
+        try:
+            with urllib.request.urlopen(url + "api/plugs", timeout=10) as r:
+                plugs = {p["node"]: p for p in json.load(r)["plugs"]}
+        except OSError as e:  # the demo ended first
+            raise AssertionError("the dashboard stopped (%s) before it showed %s; it showed %s"
+                                 % (e, sorted(names), plugs)) from None
+        if names <= set(plugs) and all(plugs[n]["state"] for n in names):
+            return
+        assert time.monotonic() < deadline, plugs
+        time.sleep(0.5)
+
