@@ -300,19 +300,19 @@ class Node:
     def on_cmd(self, msg):
         self.commands += 1
         try:
-            from wattnode import commands  # loaded for a command: most plugs rarely get one
-            if not commands.handle(self, msg):
-                self.bad_commands += 1
+            done = _command(self, msg)
         except MemoryError:  # a full or fragmented heap: a command must not crash the plug
+            done = None
+        forget("commands", "config")
+        if not done:
             self.bad_commands += 1
-            forget("commands", "config")
+        if done is None:
             gc.collect()
             try:
                 self.link.log("cmd: no heap left to carry it out (%d bytes free); nothing "
                               "changed, send it again later" % gc.mem_free())
             except MemoryError:
                 pass
-        forget("commands", "config")
 
     def on_clock(self, t):
         """The collector's answer to "online" carries its clock (link.py)."""
@@ -525,6 +525,13 @@ class Node:
             "broadlink_counts": self.broadlink.counts() if self.broadlink else None,
             "version": __version__,
         }
+
+
+def _command(node, msg):
+    """commands.handle(), loaded for a command (most plugs rarely get one) in a frame of its
+    own, so that nothing holds the module once Node.on_cmd() has forgotten it."""
+    from wattnode import commands
+    return commands.handle(node, msg)
 
 
 def _manifest_id(msg):
