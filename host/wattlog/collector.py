@@ -57,12 +57,14 @@ from wattnode import wire
 log = logging.getLogger("wattlog")
 PAGE_SLOTS = 4096 // 4
 MARKER_WAIT_S = 15.0
+UPTIME_TOPIC = "$SYS/broker/uptime"  # mosquitto's, retained; the ACL lets the collector read it
 
 
 class Collector:
     def __init__(self, data_dir, broker_url, commit_interval_s=300.0, base_topic="wattlog",
                  client_id="wattlog-collector", status_interval_s=60.0, max_future_s=3600,
-                 max_age_s=MAX_AGE_S, ca=None, password=None, summary_interval_s=FLUSH_S,
+                 max_age_s=MAX_AGE_S, ca=None, password=None, password_file=None,
+                 summary_interval_s=FLUSH_S,
                  http_listen=None, http_read_open=True, http_token_file=None,
                  operator_password_file=None, timezone="UTC", tariff=None, sink=None):
         self.commit_interval_s = commit_interval_s
@@ -87,6 +89,10 @@ class Collector:
         self.client, self.host, self.port = client_for(broker_url, client_id, ca, password,
                                                        clean_session=False)
         self.user = parse_broker(broker_url)[2]
+        self.password_file = password_file  # named when the broker refuses the login
+        self._lost_at = None    # monotonic time of the last drop, until the broker's uptime
+        self._taken = 0         # drops that were another client taking this login
+        self._refused_logins = 0
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message
@@ -118,16 +124,27 @@ class Collector:
     def _on_connect(self, client, userdata, flags, reason_code, properties):
         if reason_code.is_failure:
             self._back_off()
-            log.error("broker %s:%d refused the connection (%s); trying again in %.0f s",
-                      self.host, self.port, reason_code, self._backoff_s)
+            if reason_code in ("Not authorized", "Bad user name or password"):
+                self._refused_logins += 1
+                if self._refused_logins == 1 or self._refused_logins % 20 == 0:
+                    log.error("broker %s:%d refused the login%s (%s, %d time%s so far); trying "
+                              "again every %.0f s", self.host, self.port, self._whose(),
+                              reason_code, self._refused_logins,
+                              "" if self._refused_logins == 1 else "s", self._backoff_s)
+            else:
+                log.error("broker %s:%d refused the connection (%s); trying again in %.0f s",
+                          self.host, self.port, reason_code, self._backoff_s)
             return
         self.connected = True
+        self._refused_logins = 0
         self._connected_at = time.monotonic()
         base = self.base_topic
         client.subscribe([("%s/+/readings" % base, 1), ("%s/+/status" % base, 1)]
                          + self.firmware.topics())
         if self.watch is not None:  # the plugs' state, log and firmware, for the HTTP API
             client.subscribe(self.watch.topics())
+        if self._lost_at is not None:  # why was it lost? the broker's uptime tells (_uptime)
+            client.subscribe(UPTIME_TOPIC, 0)
         if not self.store.recovered:
             # Start-up: the acks the broker retains (what the plugs were told, to check
             # commit.json against), then a marker on an ack topic no plug reads. mosquitto
@@ -138,6 +155,16 @@ class Collector:
             client.subscribe("%s/+/ack" % base, 0)
             client.publish(self._marker_topic, self._marker, qos=0)
         log.info("connected to %s:%d", self.host, self.port)
+
+    def _whose(self):
+        """Whose login the broker refused, and what to check, for its error line."""
+        if self.user is None:
+            return (": the broker wants a user and password: give broker = "
+                    "\"mqtt://wattlog-collector@HOST\" and password_file in the config")
+        return (" of %s: the password %s is not the one the broker has for that user "
+                "(wattlog provision writes both: copy its passwd to the broker and restart it)"
+                % (self.user, "in " + self.password_file if self.password_file else
+                   "given ($WATTLOG_MQTT_PASSWORD or the URL)"))
 
     def _on_subscribe(self, client, userdata, mid, reason_codes, properties):
         if any(rc.is_failure for rc in reason_codes):
@@ -179,9 +206,32 @@ class Collector:
                       self._marker_topic, MARKER_WAIT_S, self.user, self.base_topic, COLLECTOR)
             self.recover(self._retained)
 
+    def _uptime(self, payload):
+        """The broker's uptime ("123 seconds", retained) after a reconnect: a broker up longer
+        than the connection was down did not restart, so it closed a working connection on
+        purpose: mosquitto does that when another client logs in with the same client id,
+        which use_username_as_clientid makes the user name (provision.py)."""
+        lost_at, self._lost_at = self._lost_at, None
+        self.client.unsubscribe(UPTIME_TOPIC)
+        try:
+            up_s = int(payload.split()[0])
+        except (ValueError, IndexError):
+            return
+        if lost_at is None or up_s <= time.monotonic() - lost_at + 2:
+            return  # the broker restarted: the drop said all there is
+        self._taken += 1
+        if self._taken in (1, 10) or self._taken % 100 == 0:
+            log.error("another client logged in as %s took this connection (%d time%s so far): "
+                      "is a second collector running with this user? Stop it, or give it a "
+                      "user of its own (wattlog provision); the two take each other's place "
+                      "until one stops", self.user, self._taken, "" if self._taken == 1 else "s")
+
     def _on_disconnect(self, client, userdata, flags, reason_code, properties):
         if self.connected and not self._stop:
-            log.warning("lost the broker %s:%d (%s); reconnecting", self.host, self.port, reason_code)
+            self._lost_at = time.monotonic()
+            log.warning("lost the broker %s:%d (%s); reconnecting", self.host, self.port,
+                        "the connection closed" if reason_code == "Unspecified error"
+                        else reason_code)
             if time.monotonic() - self._connected_at < 2.0:
                 self._quick_drops += 1
                 self._back_off()  # two clients taking each other's place: not 5 times a second
@@ -199,6 +249,9 @@ class Collector:
             topic = msg.topic
         except UnicodeDecodeError:
             self.complaints("bad-node", "ignored a message whose topic is not UTF-8")
+            return
+        if topic == UPTIME_TOPIC:
+            self._uptime(msg.payload)
             return
         mine = self.firmware.take(topic, msg.payload)  # plugwatch takes a discovery config too
         if self.watch is not None and self.watch.take(topic, msg.payload) or mine:

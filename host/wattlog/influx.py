@@ -266,19 +266,22 @@ def _refusal(status, reason, text, where, target):
         where, status, reason, ": " + said if said else ""))
 
 
+def parse_names(texts):
+    """--influx-name flags ("NODE=MEASUREMENT" each) as {node: measurement}; InfluxError."""
+    table = {}
+    for text in texts:
+        node, sep, name = text.partition("=")
+        if not sep or not node or not name:
+            raise InfluxError("--influx-name %r is not NODE=MEASUREMENT" % text)
+        table[node] = name
+    return table
+
+
 def configure(url, schema="default", secret_file=None, names=(), timeout_s=TIMEOUT_S):
     """(Writer, Schema) from what a user gives (flags, or the config file's [influx]):
     names as "NODE=MEASUREMENT" texts or a {node: measurement} table. InfluxError in words."""
     target = Target(url)
-    if isinstance(names, dict):
-        table = dict(names)
-    else:
-        table = {}
-        for text in names:
-            node, sep, name = text.partition("=")
-            if not sep or not node or not name:
-                raise InfluxError("--influx-name %r is not NODE=MEASUREMENT" % text)
-            table[node] = name
+    table = dict(names) if isinstance(names, dict) else parse_names(names)
     if secret_file is not None and not target.needs_secret():
         raise InfluxError("an InfluxDB password file without a user: give influx://USER@HOST"
                           "[:PORT]/DATABASE")

@@ -45,6 +45,15 @@ def parse_broker(url):
             urllib.parse.unquote(parts.password) if parts.password else None)
 
 
+def with_user(url, user):
+    """The broker URL with `user` in place of its user (and without its password, if any):
+    the config names the collector's login; `wattlog plug` and `ota` log in as the operator."""
+    host, port, _, _ = parse_broker(url)
+    host = "[%s]" % host if ":" in host else host
+    return "%s://%s@%s:%d" % ("mqtts" if url.startswith("mqtts://") else "mqtt",
+                              urllib.parse.quote(user, safe=""), host, port)
+
+
 def redact(url):
     """The URL as it may be shown: the password, if any, replaced by ***."""
     head, at, host = url.rpartition("@")

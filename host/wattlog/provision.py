@@ -1,10 +1,12 @@
 """provision.py - `wattlog provision`: credentials, ACL and node configs for a locked-down broker.
 
-    wattlog provision --dir DIR --broker-host HOST [--port N] [--listen ADDR] [--tls] NODE...
+    wattlog provision [--dir DIR] [--broker-host HOST] [--wifi-ssid NAME [--wifi-password-file F]]
+                      [--ntp-host HOST] [--port N] [--listen ADDR] [--tls] NODE...
 
 Writes into DIR (kept between runs: provisioning again adds nodes and keeps every existing
 password, so configured plugs keep working; provision.json remembers the broker's address,
-port, listen address and TLS, so a later run need not repeat them):
+port, listen address, TLS, the Wi-Fi's name and the time server, so a later run need not
+repeat them):
   credentials.json     {user: password} for every user below (0600; the only complete copy)
   <client>.password    the password of wattlog-collector, wattlog-operator and homeassistant,
                        one file each (0600), for --password-file and Home Assistant
@@ -12,8 +14,10 @@ port, listen address and TLS, so a later run need not repeat them):
   acl                  mosquitto ACL (below)
   mosquitto.conf       a listener (all interfaces, or --listen ADDR) that refuses anonymous
                        clients, ties each client id to its user name and uses the two files
-  nodes/<node>/config.json   what goes on the plug's flash (broker host, port, user, password,
-                       ota_key)
+  nodes/<node>/config.json   what goes on the plug's flash (Wi-Fi, broker host, port, user,
+                       password, ntp_host, ota_key)
+  wifi.password        the Wi-Fi's password (0600), from --wifi-password-file or the prompt:
+                       never from the command line, where `ps` shows it
   nodes/<node>/ota.key the plug's update key (64 hex digits, 0600, made once): `wattlog ota`
                        authenticates each update's manifest with it (HMAC-SHA256)
   http.token           the token the HTTP API's actions (relay, commands) need (0600)
@@ -48,7 +52,8 @@ user in credentials.json but the three programs' is a node):
                       write wattlog/+/ack; read wattlog/+/ota/status and
                       homeassistant/device/+/config (each plug's version and last update,
                       for `wattlog nodes`: firmware.py); for its HTTP API (api.py) read
-                      wattlog/+/state and log
+                      wattlog/+/state and log; read $SYS/broker/uptime (was a lost connection
+                      a broker restart, or another client logged in as it? collector.py)
   wattlog-operator    `wattlog plug`: read wattlog/+/status and state; write wattlog/+/relay/set
                       and wattlog/+/cmd; `wattlog ota`: write wattlog/+/ota/manifest and
                       ota/chunk, read wattlog/+/ota/req and ota/status
@@ -82,6 +87,7 @@ TOKEN_FILE = "http.token"
 CONFIG_FILE = "wattlog.toml"
 BROKER_FILES = ("passwd", "acl", "mosquitto.conf")  # what mosquitto reads, with the TLS files
 TLS_BROKER_FILES = ("server.key", "server.crt", "ca.crt")
+WIFI_PASSWORD_FILE = "wifi.password"
 
 ACL = """# wattlog ACL (wattlog provision): each user may do exactly what its program does
 user %(collector)s
@@ -93,6 +99,7 @@ topic read %(base)s/+/state
 topic read %(base)s/+/log
 topic read %(base)s/+/ota/status
 topic read %(ha)s/device/+/config
+topic read $SYS/broker/uptime
 
 user %(operator)s
 topic read %(base)s/+/status
@@ -160,18 +167,38 @@ def _share_dir(directory):
     return None
 
 
-def provision(directory, nodes, broker_host, port=None, tls=False, listen=None, base="wattlog",
-              ha_prefix="homeassistant", progress=print, broadlink=None):
+def _address(value, flag, example):
+    if not value or not value.strip() or any(c.isspace() for c in value):
+        raise ProvisionError("%s %r is not an address: give the name or IP address %s"
+                             % (flag, value, example))
+
+
+def provision(directory, nodes, broker_host=None, port=None, tls=False, listen=None,
+              base="wattlog", ha_prefix="homeassistant", progress=print, broadlink=None,
+              wifi=None, ntp_host=None):
     """Returns {user: password} for everything provisioned so far. The broker's address, port,
-    listen address and TLS are remembered (provision.json): a later run without them keeps
-    them, and one that changes them rewrites every plug's config.json and says so. broadlink
-    ("off", "read" or "control": the plug's SP3S protocol, wattnode/broadlink.py) is set in the
-    named plugs' config.json; without it each keeps the mode its config.json has."""
+    listen address, TLS, the Wi-Fi's name and the time server are remembered (provision.json):
+    a later run without them keeps them, and one that changes them rewrites every plug's
+    config.json and says so. wifi: (ssid, password) for every plug (the password is kept in
+    wifi.password, 0600); ntp_host: the plugs' time server (default: the broker's host, the Pi:
+    no plug needs the internet). broadlink ("off", "read" or "control": the plug's SP3S
+    protocol, wattnode/broadlink.py) is set in the named plugs' config.json; without it each
+    keeps the mode its config.json has."""
     if broadlink not in (None, "off", "read", "control"):
         raise ProvisionError("--broadlink %r must be off, read or control" % broadlink)
-    if not broker_host or not broker_host.strip() or any(c.isspace() for c in broker_host):
-        raise ProvisionError("--broker-host %r is not an address: give the name or IP address "
-                             "the plugs reach the broker at, e.g. 192.168.1.10" % broker_host)
+    saved = _saved(directory)
+    broker_host = saved.get("broker_host") if broker_host is None else broker_host
+    if broker_host is None:
+        raise ProvisionError("give --broker-host: the name or IP address the plugs reach the "
+                             "broker (this machine) at, e.g. 192.168.1.10")
+    _address(broker_host, "--broker-host", "the plugs reach the broker at, e.g. 192.168.1.10")
+    if ntp_host is not None:
+        _address(ntp_host, "--ntp-host", "of a time server on your LAN, e.g. 192.168.1.1")
+    if wifi is not None and (not wifi[0] or len(wifi[0].encode()) > 32):
+        raise ProvisionError("--wifi-ssid %r is not a Wi-Fi name: 1 to 32 bytes" % wifi[0])
+    if wifi is not None and wifi[1] and not 8 <= len(wifi[1].encode()) <= 63:
+        raise ProvisionError("the Wi-Fi password has %d characters: WPA needs 8 to 63 (or none, "
+                             "for an open network)" % len(wifi[1]))
     for node in nodes:
         if not NODE_ID.match(node) or node in CLIENTS:
             raise ProvisionError("%r is not a node id: 1-32 of a-z, 0-9, _ and - (and not %s)"
@@ -209,23 +236,31 @@ def provision(directory, nodes, broker_host, port=None, tls=False, listen=None, 
                                 if user not in CLIENTS)
     durable.write_bytes(os.path.join(directory, "acl"), acl.encode(), mode=shared, group=gid)
 
-    settings_path = os.path.join(directory, "provision.json")
-    try:
-        saved = durable.read_json(settings_path) or {}
-    except ValueError:
-        saved = {}
     tls = tls or bool(saved.get("tls"))
     port = port or saved.get("port") or (8883 if tls else 1883)
     listen = listen or saved.get("listen")
-    moved = [k for k, v in (("port", port), ("broker host", broker_host))
-             if saved.get(k.replace(" ", "_"), v) != v]
-    durable.write_json(settings_path, {"broker_host": broker_host, "port": port, "tls": tls,
-                                       "listen": listen}, mode=0o600)
+    ntp_host = ntp_host or saved.get("ntp_host") or broker_host
+    wifi_path = os.path.join(directory, WIFI_PASSWORD_FILE)
+    if wifi is not None:
+        wifi_changed = wifi[0] != saved.get("wifi_ssid") or wifi[1] != _read_wifi(wifi_path)
+        durable.write_bytes(wifi_path, (wifi[1] + "\n").encode(), mode=0o600)
+        ssid = wifi[0]
+    else:
+        wifi_changed, ssid = False, saved.get("wifi_ssid")
+    moved = [k for k, v in (("port", port), ("broker host", broker_host),
+                            ("time server", ntp_host)) if saved.get(_FIELD[k], v) != v]
+    moved += ["Wi-Fi"] if wifi_changed and saved.get("wifi_ssid") else []
+    durable.write_json(os.path.join(directory, "provision.json"),
+                       {"broker_host": broker_host, "port": port, "tls": tls, "listen": listen,
+                        "wifi_ssid": ssid, "ntp_host": ntp_host}, mode=0o600)
     if moved:
         nodes = sorted(set(nodes) | {u for u in creds if u not in CLIENTS})
-        progress("the %s changed (%s:%s before): every plug's config.json is rewritten; copy "
-                 "each to its plug again" % (" and ".join(moved), saved.get("broker_host"),
-                                             saved.get("port")))
+        progress("the %s changed: every plug's config.json is rewritten; copy each to its plug "
+                 "again" % " and ".join(moved))
+    if ssid is None:
+        progress("no Wi-Fi for the plugs yet: their config.json has none, so a plug could "
+                 "never join a network (tools/deploy refuses it); run provision again with "
+                 "--wifi-ssid NAME")
     if tls:
         make_tls(directory, broker_host, gid)
     durable.write_bytes(os.path.join(directory, "mosquitto.conf"),
@@ -239,7 +274,9 @@ def provision(directory, nodes, broker_host, port=None, tls=False, listen=None, 
                   "ca": "ca.crt" if tls else None}
         _create_once(ota_key_file(directory, node), (secrets.token_hex(32) + "\n").encode())
         node_config = {"node_id": node, "base_topic": base, "broker": broker,
-                       "ota_key": read_ota_key(directory, node)}
+                       "ntp_host": ntp_host, "ota_key": read_ota_key(directory, node)}
+        if ssid is not None:
+            node_config["wifi"] = {"ssid": ssid, "password": _read_wifi(wifi_path)}
         mode = broadlink or _kept_broadlink(os.path.join(node_dir, "config.json"))
         if mode:
             node_config["broadlink"] = mode
@@ -249,6 +286,27 @@ def provision(directory, nodes, broker_host, port=None, tls=False, listen=None, 
     if not _create_once(config, collector_config(config, url, tls, base).encode()) and moved:
         progress("%s is yours and is kept as it is: set broker = \"%s\" in it" % (config, url))
     return creds
+
+
+_FIELD = {"port": "port", "broker host": "broker_host", "time server": "ntp_host"}
+
+
+def _saved(directory):
+    """What provision.json remembers ({} before the first run, or when it is unreadable)."""
+    try:
+        saved = durable.read_json(os.path.join(directory, "provision.json")) or {}
+    except ValueError:
+        return {}
+    return saved if isinstance(saved, dict) else {}
+
+
+def _read_wifi(path):
+    """The Wi-Fi password kept in `path` ('' for an open network, None when there is none)."""
+    try:
+        with open(path, "rb") as f:
+            return f.readline().rstrip(b"\r\n").decode()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _kept_broadlink(path):
@@ -361,7 +419,7 @@ def _write_passwd(tool, path, creds, mode, gid, progress):
 
 
 def settings(directory):
-    """What provision.json remembers: broker_host, port, tls, listen."""
+    """What provision.json remembers: broker_host, port, tls, listen, wifi_ssid, ntp_host."""
     return durable.read_json(os.path.join(directory, "provision.json"))
 
 
@@ -462,32 +520,42 @@ def broker_url(user, host, port, tls=False):
     return "%s://%s@%s:%d" % ("mqtts" if tls else "mqtt", user, host, port)
 
 
-def main_text(creds, directory, host, port, tls, listen=None):
-    """What to do next; names the password files, never shows a password."""
-    host = _collector_host(host, listen, tls)
-    ca = " --ca %s" % shlex.quote(os.path.join(directory, "ca.crt")) if tls else ""
-    config = os.path.join(directory, CONFIG_FILE)
-
-    def login(user):
-        return "--broker %s --password-file %s%s" % (
-            broker_url(user, host, port, tls), shlex.quote(password_file(directory, user)), ca)
-    text = ("provisioned %d nodes in %s\n"
-            "  broker config: %s (copy it into /etc/mosquitto/conf.d/ and restart mosquitto)\n"
-            "  collector: wattlog collect %s --data DATA\n"
-            "  or, with its settings in %s: wattlog collect --config %s\n"
-            "  as a service: sudo wattlog install-service --config %s\n"
-            "  HTTP token (for relay switching and commands): %s\n"
-            "  switching: wattlog plug status NODE %s\n"
-            "  Home Assistant: MQTT user %s, password in %s\n"
-            "  node configs: %s"
-            % (len([u for u in creds if u not in CLIENTS]), directory,
-               os.path.join(directory, "mosquitto.conf"), login(COLLECTOR),
-               os.path.join(directory, CONFIG_FILE), shlex.quote(config),
-               shlex.quote(config), os.path.join(directory, TOKEN_FILE), login(OPERATOR),
-               HOMEASSISTANT, password_file(directory, HOMEASSISTANT),
-               os.path.join(directory, "nodes", "<node>", "config.json")))
+def main_text(creds, directory, program, systemd=None):
+    """What to do next, as commands that run as printed: `program` is the full path of the
+    wattlog that runs (sudo's PATH does not hold a venv's bin); without systemd (a container,
+    WSL, some NAS boxes) the broker and the collector are started by hand. Names the password
+    files, never shows a password."""
+    used = settings(directory)
+    systemd = os.path.isdir("/run/systemd/system") if systemd is None else systemd
+    config = shlex.quote(os.path.join(directory, CONFIG_FILE))
+    wattlog = shlex.quote(program)
+    broker_conf = shlex.quote(os.path.join(directory, "mosquitto.conf"))
+    nodes = len([u for u in creds if u not in CLIENTS])
+    lines = ["provisioned %d plugs in %s" % (nodes, directory)]
+    if systemd:
+        lines += ["  broker: sudo cp %s /etc/mosquitto/conf.d/wattlog.conf && sudo systemctl "
+                  "restart mosquitto" % broker_conf,
+                  "  collector, as a service: sudo %s install-service --config %s"
+                  % (wattlog, config)]
+    else:
+        lines += ["  this machine runs no systemd: start the broker and the collector yourself "
+                  "(README: \"Without systemd\")",
+                  "  broker: sudo cp %s /etc/mosquitto/conf.d/wattlog.conf && sudo install -d -o "
+                  "mosquitto -g mosquitto /run/mosquitto && sudo mosquitto -c "
+                  "/etc/mosquitto/mosquitto.conf -d" % broker_conf,
+                  "  collector: sudo %s collect --config %s" % (wattlog, config)]
+    lines += ["  the collector's settings: %s (yours to edit)" % config,
+              "  HTTP token (for relay switching and commands): %s"
+              % os.path.join(directory, TOKEN_FILE),
+              "  switching: sudo %s plug status NODE" % wattlog,
+              "  Home Assistant: MQTT user %s, password in %s"
+              % (HOMEASSISTANT, password_file(directory, HOMEASSISTANT)),
+              "  plug configs: %s (Wi-Fi %s, time server %s)"
+              % (os.path.join(directory, "nodes", "<plug>", "config.json"),
+                 repr(used["wifi_ssid"]) if used.get("wifi_ssid") else "NOT SET",
+                 used.get("ntp_host"))]
     command = broker_access_command(directory)
     if command:
-        text += ("\n  mosquitto (group %s) cannot read these files yet; as root, run:\n%s"
-                 % (BROKER_GROUP, command))
-    return text
+        lines.append("  mosquitto (group %s) cannot read these files yet; as root, run:\n%s"
+                     % (BROKER_GROUP, command))
+    return "\n".join(lines)

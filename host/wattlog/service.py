@@ -233,13 +233,21 @@ WantedBy=multi-user.target
        "protect_home": "read-only" if home else "yes"}
 
 
-def install(config, unit_dir=UNIT_DIR, progress=print):
-    """Write the unit for `config`, make the user, enable and (re)start the service."""
+def install(config, unit_dir=UNIT_DIR, progress=print, booted_dir="/run/systemd/system"):
+    """Write the unit for `config`, make the user, enable and (re)start the service. Without
+    systemd (booted_dir is how sd_booted(3) tells) nothing is changed: ServiceError says how
+    to run the collector instead."""
     s = settings_mod.load(config)
     text = unit_text(s, executable())
     if os.geteuid() != 0:
         raise ServiceError("install-service writes %s and adds the user %s: run it as root "
                            "(sudo)" % (unit_dir, USER))
+    if not os.path.isdir(booted_dir):
+        raise ServiceError("this machine does not run systemd (a container, WSL or a NAS box?), "
+                           "so there is no service to install and nothing was changed: run "
+                           "`%s collect --config %s` in the foreground, or under the init system "
+                           "this machine has (README: \"Without systemd\")"
+                           % (" ".join(executable()), config))
 
     def do(*argv):
         done = subprocess.run(list(argv), capture_output=True, text=True)

@@ -3,6 +3,8 @@
     s = load("/etc/wattlog/wattlog.toml")   # a frozen Settings; SettingsError: one line
     s = Settings()                          # no file: every default
     s = override(s, commit_interval_s=60)   # a command-line flag wins (None: not given)
+    s, note = for_command(given, files)     # what every `wattlog` verb runs from: --config,
+                                            # else $WATTLOG_CONFIG, else DEFAULT_PATH if there
 
 The file (TOML, read with tomllib) and its keys, every one optional:
 
@@ -40,6 +42,12 @@ Design notes:
 - Secrets are never in this file, only paths to them: `ps` shows a command line, and this
   file is often shared when asking for help. A relative path is read from the config file's
   directory, so provision's wattlog.toml names its neighbours (wattlog-collector.password).
+- Every verb reads the config (for_command): the one given with --config, else the one
+  $WATTLOG_CONFIG names, else /etc/wattlog/wattlog.toml. A file given either way must load;
+  the default one is skipped when it does not exist (a machine without provision's files runs
+  on flags and defaults) and, when this user may not read it (/etc/wattlog is root's), the
+  verb runs on its flags and says once, in a note, that the config's settings are not used.
+  A verb checks only the files it uses (a `wattlog feeds` needs no broker password).
 - Under systemd (`wattlog install-service`), the service user may not read /etc/wattlog at
   all: systemd reads the config and each file it names as root and hands them over
   (LoadCredential=, one credential per file, named by its file name). A config loaded from
@@ -63,6 +71,8 @@ from wattlog.rollup import FLUSH_S
 from wattlog.times import duration
 
 TOKEN_MIN_CHARS = 16
+DEFAULT_PATH = "/etc/wattlog/wattlog.toml"
+CONFIG_ENV = "WATTLOG_CONFIG"
 
 
 class SettingsError(ValueError):
@@ -201,8 +211,36 @@ def _take(table, keys, where, path, out):
         out[field] = checked
 
 
-def load(path):
-    """The Settings in the TOML file at `path`, checked (module docstring); SettingsError."""
+def config_path(given=None):
+    """(path, given): the config file a verb reads (module docstring) and whether the user
+    named it (--config or $WATTLOG_CONFIG) rather than it being the default."""
+    if given:
+        return given, True
+    named = os.environ.get(CONFIG_ENV, "").strip()
+    return (named, True) if named else (DEFAULT_PATH, False)
+
+
+def for_command(given=None, files=FILES):
+    """(Settings, note) for a `wattlog` verb: the config file it reads (config_path), with only
+    `files` (fields of FILES) checked; Settings() when the default file is not there. note is
+    a sentence when the default file exists but this user may not read it (the verb then runs
+    on its flags and the defaults), else None."""
+    path, named = config_path(given)
+    if not named:
+        try:
+            with open(path, "rb"):
+                pass
+        except FileNotFoundError:
+            return Settings(), None
+        except OSError as e:
+            return Settings(), ("%s cannot be read (%s), so its settings are not used: run as "
+                                "root (sudo), or give --config FILE" % (path, e.strerror))
+    return load(path, files), None
+
+
+def load(path, files=FILES):
+    """The Settings in the TOML file at `path`, checked (module docstring); SettingsError.
+    `files`: the fields of FILES whose files must be readable (default: all of them)."""
     try:
         with open(path, "rb") as f:
             doc = tomllib.load(f)
@@ -239,7 +277,7 @@ def load(path):
             raise SettingsError("%s: %s" % (path, e)) from None
     _resolve(values, path)
     settings = Settings(path=path, **values)
-    check_files(settings)
+    check_files(settings, files)
     return settings
 
 
@@ -287,11 +325,12 @@ def _key(field):
     return field
 
 
-def check_files(settings):
-    """Every file the settings name can be read, and a secret file holds a secret (its first
-    line, not empty; a token at least TOKEN_MIN_CHARS long); SettingsError names the key."""
+def check_files(settings, files=FILES):
+    """Every file the settings name (of the fields `files`) can be read, and a secret file
+    holds a secret (its first line, not empty; a token at least TOKEN_MIN_CHARS long);
+    SettingsError names the key."""
     where = settings.path or "the command line"
-    for field in FILES:
+    for field in files:
         name = getattr(settings, field)
         if name is None:
             continue

@@ -20,6 +20,7 @@ import zoneinfo
 _RELATIVE = re.compile(r"(?:now)?(?:([-+])(\d+(?:\.\d+)?)([smhd]?))?\Z")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 UTC = datetime.timezone.utc
+STORABLE_S = (0, 1 << 32)  # what a feed can hold: PHPFina's times are 32-bit unix seconds
 
 
 def zone(name):
@@ -40,7 +41,7 @@ def parse_time(text, now=None, tz=UTC):
     none of them."""
     text = text.strip()
     if re.fullmatch(r"\d+(\.\d+)?", text):
-        return int(float(text))
+        return int(text.partition(".")[0])
     m = _RELATIVE.match(text)
     if m and text:
         base = time.time() if now is None else now
@@ -56,6 +57,22 @@ def parse_time(text, now=None, tz=UTC):
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=tz)
     return int(dt.timestamp())
+
+
+def storable_time(text, what, tz=UTC):
+    """parse_time(), for a time a feed can hold (1970 to 2106); ArgumentTypeError in words,
+    naming `what` (e.g. --start)."""
+    try:
+        t = parse_time(text, tz=tz)
+    except (OverflowError, ValueError):  # a date past what datetime can hold
+        t = None
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError("%s: %s" % (what, e)) from None
+    if t is None or not STORABLE_S[0] <= t < STORABLE_S[1]:
+        raise argparse.ArgumentTypeError("%s %s is not a time a feed can hold (1970 to 2106): "
+                                         "use unix seconds, now-24h or 2026-11-21T08:00"
+                                         % (what, text.strip()[:40]))
+    return t
 
 
 def duration(text):

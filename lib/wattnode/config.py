@@ -173,6 +173,16 @@ def load(path, problems):
     return cfg
 
 
+def no_wifi(cfg, path="config.json"):
+    """The sentence a plug says at every boot when its config names no Wi-Fi (it can never
+    reach the broker), and tools/deploy's reason to refuse the config; None when it has one."""
+    if cfg["wifi"]["ssid"]:
+        return None
+    return ("%s has no wifi.ssid: this plug cannot join a network nor reach its broker; give it "
+            "one: wattlog provision --wifi-ssid NAME, then deploy the config it writes, or "
+            "repl.wifi(\"NAME\", \"PASSWORD\") at the REPL" % path)
+
+
 def about(problems, key):
     """The WHAT of each check() problem with `key` (or a key inside it: broker.port for
     broker): what an edit of that one key would make wrong."""

@@ -79,6 +79,7 @@ def main(config_path="config.json", board_path="board.json"):
     board_problems, meter_ok = boardfile.check(board)
     problems.extend(board_problems)
     ring_kib = boardfile.ring_kib(board)
+    no_wifi = config.no_wifi(cfg, config_path)
     del boardfile, config
     forget("board", "config", "safe")
     gc.collect()
@@ -86,6 +87,9 @@ def main(config_path="config.json", board_path="board.json"):
     from wattnode import hw as hal
     from wattnode.node import Node
     hw = hal.load(board, cfg)
+    if no_wifi and hw.wireless:  # said at every boot: the console is all such a plug has
+        print("wattnode: " + no_wifi)
+        problems.append(no_wifi)
     global node
     node = Node(cfg, board, hw, problems, meter_ok, ring, lambda: set_crash_count(0), config_path)
     print("wattnode %s: board %r, interval %d s, ring %d records"

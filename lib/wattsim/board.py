@@ -10,6 +10,10 @@ sim.json in the flash folder (tools/simnode writes it), or from the `sim` argume
   faults         the simulated chip's faults (chips.FAULTS)
   crash_after_s  the loop raises after that much node time, to exercise crash handling
   rssi_dbm       the Wi-Fi signal the plug reports (default -60 dBm; null: it cannot say)
+  wifi           the simulated Wi-Fi: the SSIDs in range (["home"]); the plug joins only
+                 when its config.json names one of them, as a plug's radio does (and says at
+                 every boot when it names none: wattnode/start.py). Without it the network
+                 is the host's, always up
   ntp_after_s    the RTC starts unset (as after a power cut) and the LAN's NTP server answers
                  only after that much node time
   repl           true: a Ctrl-C hands the plug to the REPL, as on a plug (tools/fakeboard);
@@ -141,6 +145,9 @@ class Board:
         self._flash_dir = flash_dir
         self._repl = bool(sim.get("repl"))
         self._rssi_dbm = sim.get("rssi_dbm", -60)  # the Wi-Fi signal the plug reports
+        in_range = sim.get("wifi")
+        self.wireless = in_range is not None
+        self._joined = not self.wireless or (cfg or {}).get("wifi", {}).get("ssid") in in_range
         self.profile = sim.get("profile", "constant")
         self.clock = SimClock(sim.get("start"), sim.get("speed", 1),
                               sim.get("then_realtime", False), sim.get("crash_after_s"),
@@ -190,7 +197,7 @@ class Board:
         return SimWatchdog(self.clock, timeout_ms, self.reset)
 
     def wifi_up(self):
-        return True
+        return self._joined
 
     def rssi_dbm(self):
         return self._rssi_dbm

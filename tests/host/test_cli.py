@@ -34,22 +34,32 @@ def test_feeds_lists_every_feed(data, capsys):
     assert out[2].split() == ["2", "plug-1", "power", "W", "10s", cli.iso(T0), cli.iso(T0 + 20), "3"]
 
 
-def test_export_csv_shows_missing_as_empty(data, capsys):
+def test_export_csv_has_the_slots_with_data_and_with_fill_shows_missing_as_empty(data, capsys):
+    """A row per slot that holds a reading; --fill asks for every slot of the range, empty
+    where there is none (issue 21 item 6: a far --end printed millions of empty rows)."""
     out = run(capsys, "export", "--data", data, "--feed", "plug-1/power")
+    assert out.splitlines() == ["time,power_W", "%d,100.5" % T0, "%d,229.26" % (T0 + 20)]
+    out = run(capsys, "export", "--data", data, "--feed", "plug-1/power", "--fill")
     assert out.splitlines() == ["time,power_W", "%d,100.5" % T0, "%d," % (T0 + 10),
                                 "%d,229.26" % (T0 + 20)]
 
 
-def test_export_json_shows_missing_as_null(data, capsys):
-    doc = json.loads(run(capsys, "export", "--data", data, "--feed", "2", "--format", "json"))
+def test_export_json_shows_missing_as_null_with_fill(data, capsys):
+    doc = json.loads(run(capsys, "export", "--data", data, "--feed", "2", "--format", "json",
+                         "--fill"))
     assert doc["unit"] == "W" and doc["interval"] == 10
     assert doc["data"] == [[T0, 100.5], [T0 + 10, None], [T0 + 20, 229.26]]
+    doc = json.loads(run(capsys, "export", "--data", data, "--feed", "2", "--format", "json"))
+    assert doc["data"] == [[T0, 100.5], [T0 + 20, 229.26]]
 
 
 def test_export_range_is_start_inclusive_end_exclusive(data, capsys):
     out = run(capsys, "export", "--data", data, "--feed", "plug-1/power",
-              "--start", str(T0 + 5), "--end", str(T0 + 20))
+              "--start", str(T0 + 5), "--end", str(T0 + 20), "--fill")
     assert out.splitlines()[1:] == ["%d," % (T0 + 10)]
+    out = run(capsys, "export", "--data", data, "--feed", "plug-1/power",
+              "--start", str(T0), "--end", str(T0 + 21))
+    assert out.splitlines()[1:] == ["%d,100.5" % T0, "%d,229.26" % (T0 + 20)]
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -79,7 +89,8 @@ def test_export_takes_now_and_a_zone_and_prints_iso_with_the_offset(data, capsys
     """--end now works (only now-... did); times without a zone are read in --tz, and
     --times iso prints them with that zone's offset (the README says UTC otherwise)."""
     out = run(capsys, "export", "--data", data, "--feed", "plug-1/power", "--end", "now",
-              "--tz", "Europe/Berlin", "--times", "iso", "--start", "2026-11-20T11:20:00")
+              "--tz", "Europe/Berlin", "--times", "iso", "--start", "2026-11-20T11:20:00",
+              "--fill")
     rows = out.splitlines()[1:]
     assert rows[:3] == ["2026-11-20T11:20:00+01:00,100.5", "2026-11-20T11:20:10+01:00,",
                         "2026-11-20T11:20:20+01:00,229.26"]
@@ -150,23 +161,20 @@ def test_a_bad_broker_url_is_named_without_its_password(data, verb, url):
 def test_the_password_comes_from_a_file_or_the_environment(tmp_path, monkeypatch):
     """--password-file (its first line) wins over $WATTLOG_MQTT_PASSWORD; errors name the
     file, never its content."""
-    args = cli.build_parser().parse_args(["collect", "--data", "d"])
     monkeypatch.delenv(cli.PASSWORD_ENV, raising=False)
-    assert cli._broker_password(args) is None
+    assert cli._broker_password(None) is None
     monkeypatch.setenv(cli.PASSWORD_ENV, "from-env")
-    assert cli._broker_password(args) == "from-env"
+    assert cli._broker_password(None) == "from-env"
     pw = tmp_path / "collector.password"
     pw.write_text(SECRET + "\nsecond line\n")
-    args.password_file = str(pw)
-    assert cli._broker_password(args) == SECRET
+    assert cli._broker_password(str(pw)) == SECRET
     for content, words in ((b"", "is empty"), (b"\xff" + SECRET.encode(), "is not UTF-8 text")):
         pw.write_bytes(content)
         with pytest.raises(cli.CliError, match=words) as e:
-            cli._broker_password(args)
+            cli._broker_password(str(pw))
         assert SECRET not in str(e.value)
-    args.password_file = str(tmp_path / "missing")
     with pytest.raises(cli.CliError, match="cannot read the password file .*missing"):
-        cli._broker_password(args)
+        cli._broker_password(str(tmp_path / "missing"))
 
 
 def test_a_password_without_a_user_is_refused(data):

@@ -17,7 +17,8 @@ sys.path.insert(0, str(REPO / "tools" / "lib"))
 from fakeboard import FakeBoard  # noqa: E402
 
 MPREMOTE = str(REPO / ".venv" / "bin" / "mpremote")
-CONFIG = {"node_id": "desk", "broker": {"host": "10.0.0.2"}}
+CONFIG = {"node_id": "desk", "broker": {"host": "10.0.0.2"},
+          "wifi": {"ssid": "home", "password": "correct horse"}}
 
 
 def deploy(tmp_path, board, cfg, port="/dev/null", dry_run=True):
@@ -53,13 +54,26 @@ def local_file(tmp_path, board, path):
 
 
 def test_a_good_plan(tmp_path):
-    done = deploy(tmp_path, "nous-a8t", {"node_id": "desk", "broker": {"host": "10.0.0.2"}})
+    done = deploy(tmp_path, "nous-a8t", CONFIG)
     assert done.returncode == 0, done.stderr
     planned = [line.split()[-1] for line in done.stdout.splitlines() if line.startswith("  [")]
     assert planned[:4] == ["board.json", "config.json", "boot.py", "main.py"]
     assert "lib/wattnode/meters/bl0937.mpy" in planned
     assert not any("sim" in p or "profiles" in p or p.rsplit("/", 1)[-1].startswith("manifest.")
                    for p in planned)  # the freeze manifest is for building firmware, not a plug
+
+
+def test_a_config_without_wifi_is_refused_naming_the_key(tmp_path):
+    """A plug whose config names no Wi-Fi could never reach its broker again (issue 21 item
+    1): the deploy, dry run included, refuses it in one sentence naming wifi.ssid and how to
+    give it one, and copies nothing."""
+    cfg = {k: v for k, v in CONFIG.items() if k != "wifi"}
+    for config in (cfg, dict(cfg, wifi={"ssid": "", "password": ""})):
+        done = deploy(tmp_path, "nous-a8t", config)
+        assert done.returncode != 0
+        assert "config.json has no wifi.ssid: this plug cannot join a network" in done.stderr
+        assert "wattlog provision --wifi-ssid NAME" in done.stderr
+        assert "[ 1/" not in done.stdout
 
 
 def test_bad_input_stops_the_deploy_with_reasons(tmp_path):

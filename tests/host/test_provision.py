@@ -13,16 +13,20 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 from wattlog import cli
 from wattlog.provision import (CLIENTS, COLLECTOR, HOMEASSISTANT, OPERATOR, ProvisionError,
-                               broker_access_command, broker_gid, password_file, provision)
+                               broker_access_command, broker_gid, main_text, password_file,
+                               provision)
+from wattnode import config
 
 SECRETS = ("credentials.json", "wattlog-collector.password", "wattlog-operator.password",
-           "homeassistant.password", "ca.key", "config.json", "provision.json")
+           "homeassistant.password", "ca.key", "config.json", "provision.json", "wifi.password")
+WIFI = ("home", "correct horse")
 BROKER_READS = ("passwd", "acl", "mosquitto.conf", "server.key", "server.crt", "ca.crt")
 # created whole (0600) and then kept, not replaced
 MADE_ONCE = ("http.token", "wattlog.toml", "ota.key")
@@ -103,7 +107,7 @@ def test_the_broker_group_reads_the_broker_files_and_nothing_else(tmp_path):
     item 11): DIR 0750 and the broker's files 0640, group mosquitto; every secret 0600, owner
     only; nodes/ 0700."""
     d = tmp_path / "p"
-    quiet(str(d), ["plug-a"], "192.168.1.10", tls=True)
+    quiet(str(d), ["plug-a"], "192.168.1.10", tls=True, wifi=WIFI)
     gid = broker_gid()
     modes = _modes(d)
     assert (d.stat().st_mode & 0o777, d.stat().st_gid) == (0o750, gid)
@@ -151,8 +155,8 @@ def test_every_file_is_created_with_its_final_mode(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "replace", spy_replace)
     old = os.umask(0)
     try:
-        quiet(str(d), ["plug-a"], "192.168.1.10", tls=True)
-        quiet(str(d), ["plug-b"], "192.168.1.10", tls=True)  # again, over existing files
+        quiet(str(d), ["plug-a"], "192.168.1.10", tls=True, wifi=WIFI)
+        quiet(str(d), ["plug-b"], "192.168.1.10", tls=True, wifi=WIFI)  # again, over them
     finally:
         os.umask(old)
     assert created and all(mode == 0o600 for mode in created.values()), created
@@ -173,10 +177,118 @@ def test_provision_prints_no_password(tmp_path, capsys):
     out = capsys.readouterr()
     creds = json.loads((tmp_path / "p" / "credentials.json").read_text())
     assert not [p for p in creds.values() if p in out.out + out.err]
-    assert ("wattlog collect --broker mqtts://wattlog-collector@192.168.1.10:8883 "
-            "--password-file %s --ca %s/ca.crt" % (password_file(d, COLLECTOR), d)) in out.out
-    assert "--password-file %s" % password_file(d, OPERATOR) in out.out
+    assert "--config %s/wattlog.toml" % d in out.out
     assert password_file(d, HOMEASSISTANT) in out.out
+
+
+def test_the_printed_commands_name_the_program_that_runs(tmp_path):
+    """sudo's PATH does not hold a venv's bin (/opt/wattlog/bin): every command provision
+    prints names the wattlog that runs by its full path (issue 21 item 5), with systemd the
+    service and without it the broker and the collector started by hand (item 4)."""
+    d = str(tmp_path / "p")
+    provision(d, ["plug-a"], "192.168.1.10", progress=lambda text: None)
+    creds = json.loads((tmp_path / "p" / "credentials.json").read_text())
+    program = "/opt/wattlog/bin/wattlog"
+    text = main_text(creds, d, program, systemd=True)
+    assert "sudo %s install-service --config %s/wattlog.toml" % (program, d) in text
+    assert "sudo systemctl restart mosquitto" in text
+    assert "sudo %s plug status NODE" % program in text
+    text = main_text(creds, d, program, systemd=False)
+    assert "this machine runs no systemd" in text and "systemctl" not in text
+    assert "sudo %s collect --config %s/wattlog.toml" % (program, d) in text
+    assert "sudo install -d -o mosquitto -g mosquitto /run/mosquitto && sudo mosquitto -c " \
+           "/etc/mosquitto/mosquitto.conf -d" in text
+    assert not [line for line in text.splitlines() if " wattlog " in line]  # never a bare name
+
+
+def test_the_wifi_goes_into_every_plug_and_its_password_only_into_0600_files(tmp_path, capsys):
+    """--wifi-ssid with the password from a file (never the command line): every plug's
+    config.json gets it, and ntp_host the broker's host (the Pi: no plug needs the internet
+    for its clock); a later run without it keeps it, and a plug added then gets it too; the
+    password is never printed (issue 21 item 1)."""
+    d = tmp_path / "p"
+    secret = tmp_path / "wifi.txt"
+    secret.write_text("correct horse battery\n")
+    cli.main(["provision", "--dir", str(d), "--broker-host", "192.168.1.10", "--wifi-ssid",
+              "home net", "--wifi-password-file", str(secret), "plug-a"])
+    cli.main(["provision", "--dir", str(d), "plug-b"])  # the broker's host and Wi-Fi are kept
+    out = capsys.readouterr()
+    assert "correct horse" not in out.out + out.err and "Wi-Fi 'home net'" in out.out
+    for node in ("plug-a", "plug-b"):
+        cfg = json.loads((d / "nodes" / node / "config.json").read_text())
+        assert cfg["wifi"] == {"ssid": "home net", "password": "correct horse battery"}
+        assert cfg["ntp_host"] == "192.168.1.10" and cfg["broker"]["host"] == "192.168.1.10"
+        assert config.no_wifi(config.check(cfg)[0]) is None  # what the plug and deploy check
+    assert (d / "wifi.password").stat().st_mode & 0o777 == 0o600
+    cli.main(["provision", "--dir", str(d), "--ntp-host", "192.168.1.1"])
+    assert "time server changed" in capsys.readouterr().err
+    assert json.loads((d / "nodes" / "plug-a" / "config.json").read_text())["ntp_host"] == \
+        "192.168.1.1"
+
+
+def test_without_wifi_provision_says_the_plugs_have_none(tmp_path, capsys):
+    d = tmp_path / "p"
+    cli.main(["provision", "--dir", str(d), "--broker-host", "10.0.0.2", "plug-a"])
+    out = capsys.readouterr()
+    assert "no Wi-Fi for the plugs yet" in out.err and "Wi-Fi NOT SET" in out.out
+    cfg = json.loads((d / "nodes" / "plug-a" / "config.json").read_text())
+    assert "wifi" not in cfg and cfg["ntp_host"] == "10.0.0.2"
+    assert config.no_wifi(config.check(cfg)[0]).startswith("config.json has no wifi.ssid")
+
+
+def test_a_wifi_password_is_read_from_a_file_or_asked_never_taken_from_the_command_line(
+        tmp_path):
+    """No terminal and no file: one line saying how to give it. In a terminal it is asked
+    twice (a mistyped password is a plug that never joins), and two different answers
+    change nothing."""
+    d = tmp_path / "p"
+    argv = [sys.executable, "-m", "wattlog.cli", "provision", "--dir", str(d),
+            "--broker-host", "10.0.0.2", "--wifi-ssid", "home", "plug-a"]
+    done = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                          timeout=60)
+    assert done.returncode == 1 and done.stderr.splitlines() == [
+        "wattlog provision: --wifi-ssid home needs its password: give --wifi-password-file FILE "
+        "(the first line; an empty one for an open network), or run provision in a terminal to "
+        "be asked"]
+    assert not d.exists()
+    status, said = at_a_terminal(argv, ["wrong password 1", "wrong password 2"])
+    assert status == 1 and "the two Wi-Fi passwords differ: nothing was changed" in said
+    assert not d.exists()
+    status, said = at_a_terminal(argv, ["typed at the prompt", "typed at the prompt"])
+    assert status == 0, said
+    assert "typed at the prompt" not in said  # getpass does not echo it
+    cfg = json.loads((d / "nodes" / "plug-a" / "config.json").read_text())
+    assert cfg["wifi"] == {"ssid": "home", "password": "typed at the prompt"}
+
+
+def at_a_terminal(argv, answers):
+    """Run argv on a pseudo-terminal, answering each password prompt in turn; (exit status,
+    everything the terminal showed)."""
+    import pty
+    import select
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(argv[0], argv)
+    shown, answers, answered = b"", list(answers), 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if not select.select([fd], [], [], 1)[0]:
+            continue
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # the child has gone: EIO on Linux
+            break
+        if not chunk:
+            break
+        shown += chunk
+        if answers and shown[answered:].rstrip().endswith(b":"):  # a new prompt
+            os.write(fd, answers.pop(0).encode() + b"\n")
+            answered = len(shown)
+    else:
+        os.kill(pid, 9)  # it never ended: the assertions below say what it showed
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), shown.decode(errors="replace")
 
 
 @pytest.fixture

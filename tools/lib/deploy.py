@@ -5,8 +5,9 @@
    serial ports that do exist (`mpremote connect list`);
 2. tools/build compiles the node (build/device/: boot.py, main.py, lib/wattnode/*.mpy);
 3. the board file (boards/NAME.json) and your config.json are checked here, with the node's
-   own checks (wattnode.board, wattnode.config): a board that cannot meter or a config with
-   problems stops the deploy, with the reasons, before anything touches the plug;
+   own checks (wattnode.board, wattnode.config): a board that cannot meter, a config with
+   problems or without a Wi-Fi (wifi.ssid: the plug could never be reached but over USB)
+   stops the deploy, with the reasons, before anything touches the plug;
 4. one mpremote session (its soft reset stops a running node) makes every folder the files go
    to, parents first (a freshly flashed ESP32's littlefs holds only boot.py: MicroPython's
    inisetup.py), copies each file, one line of progress per file (mpremote's cp skips a file
@@ -60,7 +61,9 @@ def plan(board_name, config_path):
         meter_ok = False
     if not meter_ok:
         problems.extend(board_problems)
-    config.load(config_path, problems)
+    no_wifi = config.no_wifi(config.load(config_path, problems), config_path)
+    if no_wifi:  # such a plug could never be reached again but over USB
+        problems.append(no_wifi)
     files = [(board_path, ":board.json"), (config_path, ":config.json")]
     device = os.path.join(REPO, "build", "device")
     for root, _, names in sorted(os.walk(device)):

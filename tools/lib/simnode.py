@@ -129,11 +129,12 @@ def broker_addr(text):
 
 
 def node_login(path):
-    """(user, password, ota_key) from a provisioned node config.json (never printed)."""
+    """(user, password, ota_key, wifi) from a provisioned node config.json (never printed)."""
     try:
         with open(path) as f:
             cfg = json.load(f)
-        return cfg["broker"]["user"], cfg["broker"]["password"], cfg.get("ota_key")
+        return cfg["broker"]["user"], cfg["broker"]["password"], cfg.get("ota_key"), \
+            cfg.get("wifi")
     except (OSError, ValueError, KeyError, TypeError):
         raise argparse.ArgumentTypeError(
             "%s is not a node config made by wattlog provision (nodes/<node>/config.json)"
@@ -175,6 +176,10 @@ def parser():
                    help="start as after a power cut: RTC memory in the flash folder is lost")
     p.add_argument("--board", default="sim", type=board_name,
                    help="a board file name from boards/ (default sim); its chip is simulated")
+    p.add_argument("--wifi", metavar="SSID[,SSID]", type=lambda t: t.split(","),
+                   help="simulate the plug's Wi-Fi: the networks in range; it joins only one "
+                        "its config names (--node-config's wifi), and says at every boot when "
+                        "it names none (default: the host's network, always up)")
     p.add_argument("--rssi", type=int, metavar="DBM",
                    help="the Wi-Fi signal the plug reports, in dBm (default -60)")
     p.add_argument("--faults", default={}, type=faults,
@@ -193,10 +198,12 @@ def parse(argv=None):
 
 
 def write_flash(flash, args):
-    user, password, ota_key = args.node_config or (None, None, None)
+    user, password, ota_key, wifi = args.node_config or (None, None, None, None)
     cfg = {"node_id": args.id, "interval_s": args.interval, "ota_key": ota_key,
            "broker": {"host": args.broker[0], "port": args.broker[1],
                       "user": user, "password": password}}
+    if wifi is not None:
+        cfg["wifi"] = wifi
     sim = {"profile": args.profile, "speed": args.speed, "start": args.start,
            "then_realtime": args.then_realtime}
     if args.batch_max:
@@ -212,6 +219,8 @@ def write_flash(flash, args):
         sim["faults"] = args.faults
     if args.rssi is not None:
         sim["rssi_dbm"] = args.rssi
+    if args.wifi is not None:
+        sim["wifi"] = args.wifi
     cfg.update(args.config)
     durable.write_json(os.path.join(flash, "config.json"), cfg, mode=0o600)  # holds a password
     durable.write_json(os.path.join(flash, SETTINGS_FILE), sim)

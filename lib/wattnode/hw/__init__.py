@@ -15,6 +15,8 @@ A board object offers
     repl               True if a Ctrl-C hands the plug to a REPL (a plug), False if it ends
                        the process (on the unix port), so the node sends what it holds first
     wifi_up()          True when the network is usable (starts connecting if it is not)
+    wireless           True when the network is Wi-Fi, which config.json's wifi must name (a
+                       plug says at every boot when it names none: start.py)
     rssi_dbm()         the Wi-Fi signal received from the access point, in dBm (an int, e.g.
                        -60), or None when not connected or the radio cannot say
     ntp(host)          set the RTC from an NTP server; OSError if it does not answer

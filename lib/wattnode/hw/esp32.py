@@ -124,6 +124,7 @@ def hold_after_soft_reset(hold_ms):
 
 class Board:
     repl = True
+    wireless = True
 
     def __init__(self, board, cfg):
         self.clock = Clock()
