@@ -13,7 +13,7 @@ What PHP does that Python's datetime does not, each checked against php-cli 8.2:
     that occurs twice is read with the offset the DateTime had before, as timelib's
     do_adjust_timezone() (tm2unixtime.c) decides: it looks at the zone's offset at the local
     time read as UTC, at that minus the offset, and, when the DateTime was in DST, 2 h around
-    it (_instant below follows its steps). Python's fold=0 gives the earlier one always.
+    it (Zone.instant below follows its steps). Python's fold=0 gives the earlier one always.
   - modify() ignores a zone in its string: "2026-03-10T08:00-05:00" is 08:00 in the
     DateTime's zone; except "1970-01-01T00:00:00+00:00" (or -00:00, +0000, +00), which PHP
     takes for "@0" and answers 0.
@@ -49,6 +49,7 @@ _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})"
                   r"(?:(?:[Tt]| +)(\d{1,2}):(\d{2})(?::(\d{2})(\.\d*)?)?|[Tt](\d{1,2}))?"
                   r"(?: *([Zz]|[+-][0-9:]+))?\Z")
 
+
 class PhpDateError(ValueError):
     """A zone or time PHP would not take, or wattlog does not: the message says which."""
 
@@ -74,14 +75,14 @@ class Zone:
 
     def period_start(self, t):
         """When the zone's (offset, DST) last changed at or before t; far back (3 days) if not
-        within 2 days, which is as good for the comparisons _instant makes within hours."""
-        now = self.offset(t)
+        within 2 days, which is as good for the comparisons instant() makes within hours."""
+        here = self.offset(t)
         for back_h in range(1, 49):
-            if self.offset(t - 3600 * back_h) != now:
+            if self.offset(t - 3600 * back_h) != here:
                 lo, hi = t - 3600 * back_h, t - 3600 * (back_h - 1)
                 while hi - lo > 1:
                     mid = (lo + hi) // 2
-                    lo, hi = (mid, hi) if self.offset(mid) != now else (lo, mid)
+                    lo, hi = (mid, hi) if self.offset(mid) != here else (lo, mid)
                 return hi
         return t - 3 * _DAY_S
 
