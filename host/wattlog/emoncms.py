@@ -258,11 +258,10 @@ def get_data_combined(meta, start, end, interval, average, zone, timeformat, ski
 
 # -- feed_model.php get_data() -------------------------------------------------------------------
 
-def convert_time(text, zone_name, now=None):
+def convert_time(text, zone_name, now):
     """Seconds (a float, as emoncms keeps it) from unix seconds or ms, or DateTime::modify() of
-    the text from now in the zone (now, ISO dates: see phpdate)."""
+    the text from `now` in the zone (now, ISO dates: see phpdate)."""
     if not is_numeric(text):
-        now = time.time() if now is None else now
         return float(phpdate.modify(text, phpdate.zone(zone_name), now))
     t = float(text)
     if not math.isfinite(t) or abs(t) > 1e16:
@@ -337,8 +336,9 @@ def get_data(meta, q, default_zone):
     if interval not in CALENDAR and interval != "original" and not is_numeric(interval):
         raise BadRequest("interval %r is not seconds, original, daily, weekly, monthly or "
                          "annual" % interval)
-    start = convert_time(q["start"], zone)
-    end = convert_time(q["end"], zone)
+    now = time.time()  # one moment for both (PHP reads the clock twice, a tick apart at worst)
+    start = convert_time(q["start"], zone, now)
+    end = convert_time(q["end"], zone, now)
     if end <= start:
         return {"success": False, "message": "Request end time before start time"}
     if is_numeric(interval) and float(interval) < 1:
