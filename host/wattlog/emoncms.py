@@ -11,12 +11,17 @@ feed/data.json answers what emoncms's Modules/feed/feed_model.php get_data() and
 Modules/feed/engine/PHPFina.php get_data_combined() answer for the same files, reimplemented
 here from reading them:
   - start and end: unix seconds, or milliseconds when larger than 1e11 (then * 0.001), cut to
-    whole seconds toward zero; the end is inclusive: points at start, start + interval, ...
-    while <= end; a start between slots reads the slot it falls in (floored) and is stamped
-    with the time asked for; slots outside the feed are null.
+    whole seconds toward zero, or a string DateTime::modify() reads from now in `timezone`
+    (phpdate: now; ISO dates, their zone ignored, a date alone keeping now's time of day;
+    now-24h and -24h, which PHP reads as now); the end is inclusive: points at start,
+    start + interval, ... while <= end; a start between slots reads the slot it falls in
+    (floored) and is stamped with the time asked for; slots outside the feed are null.
   - interval: seconds (0 or less: (end - start) / 800, rounded), `original` (the feed's own),
     or daily, weekly, monthly, annual aligned to local midnights in `timezone` (weekly from
-    the Monday on or after the start's day, as PHP's "this monday"); `mode` is its old name.
+    the Monday on or after the start's day, as PHP's "this monday"), walked in local time as
+    PHP's DateTime walks them (phpdate: after a midnight the clocks skip, at 01:00); `mode` is
+    its old name. The zone is read as PHP's DateTimeZone reads it, and only where emoncms
+    reads it (calendar intervals, string times, excel and iso8601 times).
     limitinterval=1 raises it to the feed's interval and rounds it to a multiple of it.
   - average=1: the mean of the non-null slots of [point, next point) (feed/average.json is
     average=1); else the value of the slot each point falls in. skipmissing=1 drops nulls.
@@ -33,7 +38,9 @@ loop for ever, run out of memory or fail inside PHP, or where wattlog offers les
 is HTTP 400 with {"success": false, "message": one sentence}: an interval word emoncms does
 not know (it would step 1 s at a time), more than 80000 points (interval=original over years),
 delta with interval=original or with a calendar interval and notime (PHP TypeErrors), a time
-zone zoneinfo does not know, PHP date strings other than now and ISO dates, csv=1, split=.
+zone phpdate does not take where one is needed (emoncms fails there too), PHP date strings
+other than those above (or ones PHP fails on: now-360h), times outside years 1 to 9999, csv=1,
+split=.
 A start and end within the same second (1.25 to 1.75) get the engine's own "request end time
 before start time"; emoncms itself never answers that one (its unixms formatting loops).
 
@@ -41,23 +48,20 @@ Nothing from a request reaches the file system unchecked: an id is parsed as an 
 be an active feed in feeds.json before a path is made from it.
 """
 
-import argparse
 import asyncio
-import datetime
 import decimal
 import json
 import math
 import os
 import re
-import zoneinfo
+import time
 
 import numpy as np
 from aiohttp import web
 
-from wattlog.energy import local_midnight, next_period
+from wattlog import phpdate
 from wattlog.feeds import Registry, RegistryError
 from wattlog.phpfina import Feed, FeedError
-from wattlog.times import parse_time
 
 MAX_DATAPOINTS = 20000  # emoncms default-settings.ini
 # emoncms counts points only for a numeric interval, and from a rounded interval; beyond this
@@ -173,25 +177,25 @@ class Meta:
 
 def _calendar(start, end, interval, zone):
     """Local aligned division starts up to end and the end of each, as PHP DateTime modify()
-    walks them from start: midnight, then this monday / first day of this month / of january."""
-    day = datetime.datetime.fromtimestamp(start, zone).date()
+    walks them from start: midnight, then this monday / first day of this month / of january,
+    then +1 day (week, month, year) from each, in local wall time: where a midnight does not
+    exist, the walk goes on at 01:00 (see phpdate)."""
+    date = phpdate.Date(zone, start).midnight()
     if interval == "weekly":
-        day += datetime.timedelta(days=(7 - day.weekday()) % 7)   # "this monday": on or after
+        date.monday()
     elif interval == "monthly":
-        day = day.replace(day=1)
+        date.first_day()
     elif interval == "annual":
-        day = day.replace(month=1, day=1)
-
+        date.first_day(of_year=True)
     by = _PERIOD[interval]
     starts, ends = [], []
-    t = local_midnight(day, zone)
+    t = date.ts
     while t <= end:
         if len(starts) > _MAX_POINTS:
             raise BadRequest("that asks for more than %d points: ask for a shorter range"
                              % _MAX_POINTS)
-        day = next_period(day, by)
         starts.append(t)
-        t = local_midnight(day, zone)
+        t = date.add(by).ts
         ends.append(t)
     return np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)
 
@@ -209,7 +213,7 @@ def get_data_combined(meta, start, end, interval, average, zone, timeformat, ski
     if interval == "original":
         interval = meta.interval
     if interval in CALENDAR:
-        starts, ends = _calendar(start, end, interval, zone)
+        starts, ends = _calendar(start, end, interval, phpdate.zone(zone))
     else:
         interval = int(interval) if not isinstance(interval, str) else php_int(interval)
         interval = max(interval, 1)
@@ -254,40 +258,29 @@ def get_data_combined(meta, start, end, interval, average, zone, timeformat, ski
 
 # -- feed_model.php get_data() -------------------------------------------------------------------
 
-def _zone(name):
-    if name in ("UTC", "utc"):
-        return datetime.timezone.utc
-    try:
-        return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise BadRequest("timezone %r is not a time zone: use a name such as Europe/Berlin"
-                         % name) from None
-
-
-def convert_time(text, zone):
-    """Seconds (a float, as emoncms keeps it) from unix seconds or ms, now or an ISO date."""
+def convert_time(text, zone_name, now):
+    """Seconds (a float, as emoncms keeps it) from unix seconds or ms, or DateTime::modify() of
+    the text from `now` in the zone (now, ISO dates: see phpdate)."""
     if not is_numeric(text):
-        try:
-            return float(parse_time(text, tz=zone))
-        except (ValueError, TypeError, argparse.ArgumentTypeError) as e:
-            raise BadRequest("%r is not a time here: use unix seconds or milliseconds, now or "
-                             "an ISO date (%s)" % (text, e)) from None
+        return float(phpdate.modify(text, phpdate.zone(zone_name), now))
     t = float(text)
     if not math.isfinite(t) or abs(t) > 1e16:
         raise BadRequest("%r is not a time: use unix seconds or milliseconds" % text)
     return t * 0.001 if t / 1e9 > 100 else t
 
 
-def _delta_end(end, interval, zone):
+def _delta_end(end, interval, zone_name):
+    """delta_mode_next_interval(): tomorrow midnight, then next monday / first day of next
+    month / of january next year; or the next multiple of a numeric interval."""
     if interval in CALENDAR:
-        day = datetime.datetime.fromtimestamp(int(end), zone).date() + datetime.timedelta(days=1)
+        date = phpdate.Date(phpdate.zone(zone_name), int(end)).midnight(days_on=1)
         if interval == "weekly":
-            day += datetime.timedelta(days=7 - day.weekday())   # "next monday": strictly after
+            date.monday(after_today=True)
         elif interval == "monthly":
-            day = next_period(day.replace(day=1), "month")
+            date.first_day(month_on=1)
         elif interval == "annual":
-            day = day.replace(year=day.year + 1, month=1, day=1)
-        return local_midnight(day, zone)
+            date.first_day(month_on=1, of_year=True)
+        return date.ts
     return math.floor(end / interval) * interval + interval
 
 
@@ -311,16 +304,16 @@ def _delta(data, last, notime, start, interval):
     return data
 
 
-def _format_times(data, timeformat, zone):
+def _format_times(data, timeformat, zone_name):
     if not data or timeformat in ("unix", "notime"):
         return data
+    zone = phpdate.zone(zone_name) if timeformat != "unixms" else None
     for row in data:
         if timeformat == "unixms":
             row[0] *= 1000
         else:
-            local = datetime.datetime.fromtimestamp(row[0], zone)
-            row[0] = (local.strftime("%d/%m/%Y %H:%M:%S") if timeformat == "excel"
-                      else local.isoformat())
+            date = phpdate.Date(zone, row[0])
+            row[0] = date.excel() if timeformat == "excel" else date.iso8601()
     return data
 
 
@@ -334,8 +327,7 @@ def lastvalue(meta):
 
 def get_data(meta, q, default_zone):
     """feed_model.php get_data() for one feed, `q` the request's parameters (strings)."""
-    zone_name = q.get("timezone") or default_zone
-    zone = _zone(zone_name)
+    zone = q["timezone"] if "timezone" in q else default_zone
     interval = q.get("mode", q.get("interval", "0"))
     timeformat = q.get("timeformat", "unixms")
     delta, dp = q.get("delta"), q.get("dp", "-1")
@@ -344,8 +336,9 @@ def get_data(meta, q, default_zone):
     if interval not in CALENDAR and interval != "original" and not is_numeric(interval):
         raise BadRequest("interval %r is not seconds, original, daily, weekly, monthly or "
                          "annual" % interval)
-    start = convert_time(q["start"], zone)
-    end = convert_time(q["end"], zone)
+    now = time.time()  # one moment for both (PHP reads the clock twice, a tick apart at worst)
+    start = convert_time(q["start"], zone, now)
+    end = convert_time(q["end"], zone, now)
     if end <= start:
         return {"success": False, "message": "Request end time before start time"}
     if is_numeric(interval) and float(interval) < 1:
@@ -452,7 +445,7 @@ def add_routes(app, data_dir, prefix="/emoncms", timezone="UTC"):
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(None, _answer, action, q)
-        except BadRequest as e:
+        except (BadRequest, phpdate.PhpDateError) as e:
             return _reply({"success": False, "message": str(e)}, status=400)
 
     def _answer(action, q):

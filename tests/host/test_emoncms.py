@@ -2,9 +2,11 @@
 same PHPFina files: feed/data.json against a literal, slot-by-slot reading of PHPFina.php's
 get_data_combined() and feed_model.php's get_data() (start between slots floored, end
 inclusive, average, skipmissing, limitinterval, an interval larger than the feed's, daily /
-weekly / monthly in a zone with DST, delta, dp, every timeformat), and, where php-cli and an
-emoncms source tree are at hand, byte for byte against emoncms's own PHP engine run on the
-same files. The data directory is made by the collector's own commit path (Committer), and
+weekly / monthly in a zone with DST, delta, dp, every timeformat); times and zones as emoncms's
+PHP reads them (days that start at 01:00 after a midnight the clocks skip, ISO times with their
+zone ignored, a date alone at now's time of day, now-24h as now, PHP's zone spellings) against
+answers printed by emoncms's PHP; and, where php-cli and an emoncms source tree are at hand,
+byte for byte against emoncms's own PHP engine run on the same files. The data directory is made by the collector's own commit path (Committer), and
 the API is a real aiohttp server on a loopback port; ids, ../, NUL and long names are refused
 without touching a file.
 
@@ -21,6 +23,7 @@ import shutil
 import struct
 import subprocess
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -37,11 +40,15 @@ from wattlog.emoncms import add_routes, php_float_text
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
 T0 = int(datetime.datetime(2026, 3, 27, 13, 0, tzinfo=BERLIN).timestamp())  # on the 10 s grid
 N = 4 * 8640 + 3000  # over the spring DST change, into April
+YEAR0 = int(datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc).timestamp())
+YEAR_N = 6 * 24 * 365
 
 
 def make_data(data_dir):
     """Two plugs through the collector's commit path: power with holes, and an energy counter
-    with a 2-hour outage; a third feed (voltage) with a different interval (60 s)."""
+    with a 2-hour outage; a third feed (voltage) with a different interval (60 s); a fourth
+    (plug-y's energy counter) every 10 minutes through 2026, in steps of 1/8 kWh (exact in
+    float32, so answers are short), for the DST changes of zones all over the world."""
     rnd = np.random.default_rng(12)
     t = T0 + 10 * np.arange(N)
     power = rnd.normal(300, 120, N).round(1)
@@ -54,6 +61,9 @@ def make_data(data_dir):
              {"plug-a": 10})
     tv = T0 + 60 * np.arange(N // 6)
     c.commit({("plug-b", "voltage"): (tv, rnd.normal(230, 2, len(tv)).round(2))}, {"plug-b": 60})
+    ty = YEAR0 + 600 * np.arange(YEAR_N)
+    c.commit({("plug-y", "energy"): (ty, np.cumsum(rnd.integers(0, 3, YEAR_N)) * 0.125)},
+             {"plug-y": 600})
     c.close(clean=True)
     feeds = json.loads((data_dir / "feeds.json").read_text())["feeds"]
     return {(f["node"], f["channel"]): f["id"] for f in feeds}
@@ -336,7 +346,8 @@ def test_delta_turns_a_kwh_counter_into_kwh_per_day(served):
     (dict(id=1, start=T0, end=T0 + 60, interval=10, timeformat="xml"), 200, "Invalid time format"),
     (dict(id=1, start=T0, end=T0 + 60, interval="hourly"), 400, "is not seconds"),
     (dict(id=1, start="next tuesday", end=T0), 400, "is not a time"),
-    (dict(id=1, start=T0, end=T0 + 60, timezone="Mars/Olympus"), 400, "is not a time zone"),
+    (dict(id=1, start=T0, end=T0 + 60, interval=10, timezone="Mars/Olympus", timeformat="excel"),
+     400, "is not a time zone"),
     (dict(id=1, start=T0, end="1e400"), 400, "is not a time"),
     (dict(id=1, start=T0 + 0.25, end=T0 + 0.75, interval=10), 200,
      "request end time before start time"),
@@ -367,6 +378,148 @@ def test_ids_never_reach_the_file_system_unchecked(served, monkeypatch):
         assert server.get("feed/getmeta.json", raw=raw)[0] == 200
     allowed = {"%d.%s" % (fid, ext) for fid in ids.values() for ext in ("meta", "dat")}
     assert {os.path.basename(p) for p in opened if "phpfina" in p} <= allowed, opened
+
+
+# -- times and zones as emoncms's PHP reads them (wattlog.phpdate) ------------------------------
+# Each expected answer below was printed by emoncms's own feed_model.php and PHPFina.php (emoncms
+# commit ef6464555de99671e25bee5bb4b92733e6468a1c, php-cli 8.2.36) run on the files make_data()
+# writes; test_data_json_is_byte_for_byte_emoncms_own_php runs the same queries through that PHP
+# again when WATTLOG_EMONCMS_SRC is set.
+
+BEIRUT_DAYS = dict(start=1774562400, end=1774994400, interval="daily", timezone="Asia/Beirut",
+                   timeformat="iso8601")   # 2026-03-27 00:00 to 2026-04-01 01:00 in Beirut
+HAVANA_DAYS = dict(start=1772773200, end=1773205200, interval="daily", timezone="America/Havana",
+                   timeformat="iso8601")   # 2026-03-06 00:00 to 2026-03-11 01:00 in Havana
+MIDNIGHT_GAP = [
+    (BEIRUT_DAYS,
+     '[["2026-03-27T00:00:00+02:00",1511.375],["2026-03-28T00:00:00+02:00",1527.5],'
+     '["2026-03-29T01:00:00+03:00",1543.5],["2026-03-30T01:00:00+03:00",1561.75],'
+     '["2026-03-31T01:00:00+03:00",1581.75],["2026-04-01T01:00:00+03:00",1600.5]]'),
+    (dict(BEIRUT_DAYS, delta=1),
+     '[["2026-03-27T00:00:00+02:00",16.125],["2026-03-28T00:00:00+02:00",16],'
+     '["2026-03-29T01:00:00+03:00",18.25],["2026-03-30T01:00:00+03:00",20],'
+     '["2026-03-31T01:00:00+03:00",18.75]]'),
+    (HAVANA_DAYS,
+     '[["2026-03-06T00:00:00-05:00",1145.375],["2026-03-07T00:00:00-05:00",1162.75],'
+     '["2026-03-08T01:00:00-04:00",1181.25],["2026-03-09T01:00:00-04:00",1199.5],'
+     '["2026-03-10T01:00:00-04:00",1215.125],["2026-03-11T01:00:00-04:00",1231.5]]'),
+    (dict(HAVANA_DAYS, delta=1),
+     '[["2026-03-06T00:00:00-05:00",17.375],["2026-03-07T00:00:00-05:00",18.5],'
+     '["2026-03-08T01:00:00-04:00",18.25],["2026-03-09T01:00:00-04:00",15.625],'
+     '["2026-03-10T01:00:00-04:00",16.375]]'),
+]
+
+
+@pytest.mark.parametrize("query, want", MIDNIGHT_GAP, ids=["beirut", "beirut-delta", "havana",
+                                                           "havana-delta"])
+def test_daily_after_a_midnight_the_clocks_skip_goes_on_at_one(served, query, want):
+    """Where the clocks go from 23:59 to 01:00 (Beirut 2026-03-29, Havana 2026-03-08), PHP's
+    DateTime walks on from 01:00 ("+1 day" keeps the wall time it landed on), so every later day
+    starts at 01:00; with delta=1 the end moves to a midnight, before the last 01:00, and the
+    answer has one point fewer. Both as emoncms's PHP answers them (see above)."""
+    server, data, ids = served
+    status, body = server.get("feed/data.json", id=ids[("plug-y", "energy")], **query)
+    assert (status, body) == (200, want)
+
+
+def test_a_start_on_a_day_whose_midnight_comes_twice_takes_the_later_one(served):
+    """Havana's clocks go back from 01:00 to 00:00 on 2026-11-01: from 10:00 that day (standard
+    time), PHP's "midnight" is the second 00:00 (-05:00), as the DateTime was in standard time
+    (Python's fold=0 would take the first)."""
+    server, data, ids = served
+    status, body = server.get("feed/data.json", id=ids[("plug-y", "energy")], start=1793545200,
+                              end=1793545200 + 2 * 86400, interval="daily",
+                              timezone="America/Havana", timeformat="iso8601")
+    assert (status, body) == (200, '[["2026-11-01T00:00:00-05:00",5449.5],'
+                              '["2026-11-02T00:00:00-05:00",5466.875],'
+                              '["2026-11-03T00:00:00-05:00",5484.5]]')
+
+
+def test_an_iso_time_is_read_in_the_request_zone_whatever_zone_it_names(served):
+    """emoncms hands the time to DateTime::modify(), which ignores a zone in the string:
+    08:00-05:00 and 10:00Z are 08:00 and 10:00 in Europe/Berlin (07:00 and 09:00 UTC)."""
+    server, data, ids = served
+    status, body = server.get("feed/data.json", id=ids[("plug-a", "energy")], interval=3600,
+                              start="2026-03-28T08:00-05:00", end="2026-03-28T10:00Z",
+                              timezone="Europe/Berlin", timeformat="unix")
+    assert (status, body) == (200, "[[1774681200,19.218000411987305],[1774684800,"
+                              "19.573999404907227],[1774688400,19.94700050354004]]")
+
+
+def test_a_date_alone_keeps_the_time_of_day_of_now(served):
+    """A date without a time changes only the date of emoncms's DateTime (now): the range
+    starts at today's time of day on that date (daily points still fall on midnights)."""
+    server, data, ids = served
+    fid = ids[("plug-a", "energy")]
+    status, body = server.get("feed/data.json", id=fid, start="2026-03-28", end="2026-03-30",
+                              interval="daily", timezone="Europe/Berlin", timeformat="unix")
+    assert (status, body) == (200, "[[1774652400,16.395000457763672],[1774738800,"
+                              "25.020999908447266],[1774821600,33.19900131225586]]")
+    before = time.time()
+    status, body = server.get("feed/data.json", id=fid, start="2026-03-28",
+                              end="2026-03-29T23:59:59", interval=3600, timezone="UTC",
+                              timeformat="unix")
+    after = time.time()
+    first_s = json.loads(body)[0][0] - int(datetime.datetime(
+        2026, 3, 28, tzinfo=datetime.timezone.utc).timestamp())
+    low_s, high_s = int(before) % 86400, int(after) % 86400
+    assert low_s <= first_s <= high_s if low_s <= high_s else not high_s < first_s < low_s, \
+        (first_s, low_s, high_s)
+
+
+@pytest.mark.parametrize("start", ["now-24h", "-24h", "now+1h", "NOW-7d"])
+def test_now_minus_24h_is_now_as_php_reads_it(served, start):
+    """PHP reads "now-24h" as now and a time zone ("-24" hours, then the military zone "h"),
+    and modify() ignores the zone: emoncms answers start=now-24h&end=now with its "end before
+    start" message, and so does wattlog."""
+    server, data, ids = served
+    assert server.get("feed/data.json", id=ids[("plug-a", "power")], start=start, end="now") == \
+        (200, '{"success":false,"message":"Request end time before start time"}')
+
+
+def test_a_relative_time_php_fails_on_is_refused(served):
+    """"-360h" is no time zone PHP knows: modify() fails (emoncms would print a PHP warning into
+    its answer); wattlog answers 400 and a sentence."""
+    server, data, ids = served
+    status, body = server.get("feed/data.json", id=ids[("plug-a", "power")], start="now-360h",
+                              end="now")
+    assert status == 400 and "use unix seconds" in json.loads(body)["message"], body
+
+
+ZONE_SPELLINGS = [
+    ("europe/berlin",
+     '[["2026-03-26T00:00:00+01:00",1491.625],["2026-03-27T00:00:00+01:00",1511.625],'
+     '["2026-03-28T00:00:00+01:00",1528.25],["2026-03-29T00:00:00+01:00",1544.375],'
+     '["2026-03-30T00:00:00+02:00",1561.75],["2026-03-31T00:00:00+02:00",1581.75],'
+     '["2026-04-01T00:00:00+02:00",1600.5]]'),
+    ("+01:00",
+     '[["2026-03-26T00:00:00+01:00",1491.625],["2026-03-27T00:00:00+01:00",1511.625],'
+     '["2026-03-28T00:00:00+01:00",1528.25],["2026-03-29T00:00:00+01:00",1544.375],'
+     '["2026-03-30T00:00:00+01:00",1562.5],["2026-03-31T00:00:00+01:00",1582.625]]'),
+]
+
+
+@pytest.mark.parametrize("zone, want", ZONE_SPELLINGS, ids=["lower-case", "offset"])
+def test_zone_spellings_php_takes_are_answered(served, zone, want):
+    """PHP's DateTimeZone takes IANA names in any case and UTC offsets; a fixed offset has no
+    DST (the days stay on +01:00 midnights)."""
+    server, data, ids = served
+    status, body = server.get("feed/data.json", id=ids[("plug-y", "energy")],
+                              **dict(BEIRUT_DAYS, timezone=zone))
+    assert (status, body) == (200, want)
+
+
+def test_a_zone_is_only_read_where_emoncms_reads_it(served):
+    """emoncms makes a DateTimeZone only for calendar intervals, string times and excel or
+    iso8601 times: an unknown zone does not matter elsewhere, and is a 400 there."""
+    server, data, ids = served
+    fid = ids[("plug-a", "energy")]
+    query = dict(start=1774681200, end=1774688400, interval=3600, timezone="Mars/Olympus")
+    assert server.get("feed/data.json", id=fid, timeformat="unix", **query) == (200, (
+        "[[1774681200,19.218000411987305],[1774684800,19.573999404907227],"
+        "[1774688400,19.94700050354004]]"))
+    status, body = server.get("feed/data.json", id=fid, timeformat="iso8601", **query)
+    assert status == 400 and "is not a time zone" in json.loads(body)["message"], body
 
 
 # -- emoncms's own PHP on the same files --------------------------------------------------------
@@ -445,6 +598,22 @@ PHP_CASES = [q for q, _ in CASES] + [
     dict(start=S, end=S + 60, interval=10, timeformat="xml"),
     dict(start=S + 60, end=S),
     dict(start=S * 1000 + 999, end=S * 1000 + 999 + 3600 * 1000, interval=60, average=1),
+] + [q for q, _ in MIDNIGHT_GAP] + [dict(BEIRUT_DAYS, timezone=z) for z, _ in ZONE_SPELLINGS] + [
+    dict(start="2026-03-28T08:00-05:00", end="2026-03-28T10:00Z", interval=3600),
+    dict(start="2026-03-28", end="2026-03-30", interval="daily", timeformat="unix"),
+    dict(start="now-24h", end="now"),
+    dict(start="-24h", end="now"),
+    dict(start=1774681200, end=1774688400, interval=3600, timezone="Mars/Olympus"),
+    # the year through DST changes at midnight, and a start on a day whose midnight is twice
+    dict(start=YEAR0, end=YEAR0 + 364 * 86400, interval="daily", delta=1, timezone="Asia/Beirut"),
+    dict(start=YEAR0, end=YEAR0 + 364 * 86400, interval="weekly", average=1,
+         timezone="America/Havana", timeformat="iso8601"),
+    dict(start=YEAR0, end=YEAR0 + 364 * 86400, interval="monthly", delta=1,
+         timezone="America/Santiago", timeformat="excel"),
+    dict(start=1793545200, end=1793545200 + 5 * 86400, interval="daily", timezone="America/Havana",
+         timeformat="iso8601"),
+    dict(start=1792924200, end=1792924200 + 20 * 86400, interval="daily", average=1,
+         timezone="Atlantic/Azores", timeformat="iso8601"),
 ]
 
 
