@@ -261,14 +261,14 @@ def test_a_wifi_password_is_read_from_a_file_or_asked_never_taken_from_the_comma
     assert cfg["wifi"] == {"ssid": "home", "password": "typed at the prompt"}
 
 
-def at_a_terminal(argv, answers):
+def at_a_terminal(argv, answers, env=None):
     """Run argv on a pseudo-terminal, answering each password prompt in turn; (exit status,
     everything the terminal showed)."""
     import pty
     import select
     pid, fd = pty.fork()
     if pid == 0:
-        os.execv(argv[0], argv)
+        os.execve(argv[0], argv, os.environ if env is None else env)
     shown, answers, answered = b"", list(answers), 0
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -6,12 +6,12 @@ Design notes:
 - Everything comes from the Pi: no CDN, no font service, nothing fetched at run time. The
   page's files hold no data, so they are served without the token even when reading needs
   it (is_page); the page then asks for the token and sends it as a header.
-- uPlot (the npm package `uplot`, pinned in package.json and installed by tools/setup's
-  `npm ci`) is found in the first of: $WATTLOG_UPLOT_DIR; node_modules/uplot/dist of the
-  checkout this file lies in; /usr/local/share/wattlog/uplot; /usr/share/wattlog/uplot. A Pi
-  that installed wattlog with pip copies uPlot.iife.min.js and uPlot.min.css into one of the
-  last two (README, "Dashboard"). Without them the page still shows the overview, health and
-  the energy table, and says in a sentence that the charts need the library.
+- uPlot (the npm package `uplot`, pinned in package-lock.json) is found in the first of:
+  $WATTLOG_UPLOT_DIR; lib/ beside this file (a wheel carries it there: setup.py copies it at
+  build time, and a build without it fails); node_modules/uplot/dist of the checkout this file
+  lies in (tools/setup's `npm ci`, for an editable install); /usr/local/share/wattlog/uplot;
+  /usr/share/wattlog/uplot (a distribution's package). Without them the page still shows the
+  overview, health and the energy table, and says in a sentence that the charts need it.
 - Only the named files are served (no directory listing, no paths from the request), gzip
   when the browser takes it, with a Content-Security-Policy that lets the page run nothing
   but its own files: markup that slipped into the page could not run a script.
@@ -23,7 +23,8 @@ from aiohttp import web
 
 WEB_DIR = os.path.dirname(os.path.abspath(__file__))
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(WEB_DIR)))
-LIB_DIRS = (os.path.join(CHECKOUT, "node_modules", "uplot", "dist"),
+LIB_DIRS = (os.path.join(WEB_DIR, "lib"),
+            os.path.join(CHECKOUT, "node_modules", "uplot", "dist"),
             "/usr/local/share/wattlog/uplot", "/usr/share/wattlog/uplot")
 OWN = dict({name + ".js": "text/javascript" for name in
              ("app", "common", "overview", "history", "energy", "health")},
@@ -78,7 +79,8 @@ async def _lib(request):
     where = lib_dir()
     if name not in LIB or where is None:
         return web.json_response({"error": "the chart library (uPlot) is not installed here: "
-                                  "run tools/setup, or see the README's Dashboard section"},
+                                  "reinstall wattlog from a build that carries it (pip "
+                                  "install . in its clone), or run tools/setup in a clone"},
                                  status=404)
     return _file(request, os.path.join(where, name), LIB[name], "max-age=86400")
 
