@@ -200,7 +200,7 @@ class Board:
         return self._joined
 
     def rssi_dbm(self):
-        return self._rssi_dbm
+        return self._rssi_dbm if self._joined else None
 
     def ntp(self, host):
         """Set the RTC from the LAN's NTP server; OSError when it does not answer (yet)."""
