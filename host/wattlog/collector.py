@@ -217,8 +217,11 @@ class Collector:
             up_s = int(payload.split()[0])
         except (ValueError, IndexError):
             return
-        if lost_at is None or up_s <= time.monotonic() - lost_at + 2:
-            return  # the broker restarted: the drop said all there is
+        if lost_at is None:
+            return
+        if up_s <= time.monotonic() - lost_at + 2:
+            log.info("the broker had restarted (up %d s)", up_s)
+            return
         self._taken += 1
         if self._taken in (1, 10) or self._taken % 100 == 0:
             log.error("another client logged in as %s took this connection (%d time%s so far): "

@@ -140,6 +140,25 @@ def test_install_service_needs_root_and_says_so():
                                 "(sudo)\n")
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="install-service needs root to get that far")
+def test_without_systemd_install_service_changes_nothing_and_says_what_to_run(tmp_path):
+    """Issue 21 item 4: it made the user, wrote the unit, then failed on `systemctl
+    daemon-reload` with no hint. On a machine that runs no systemd (sd_booted: no
+    /run/systemd/system) it refuses before it changes anything, in one line naming the
+    command that runs the collector instead."""
+    path = write_config(tmp_path)
+    units = tmp_path / "units"
+    units.mkdir()
+    with pytest.raises(service.ServiceError) as e:
+        service.install(path, unit_dir=str(units), booted_dir=str(tmp_path / "not-booted"))
+    assert str(e.value) == (
+        "this machine does not run systemd (a container, WSL or a NAS box?), so there is no "
+        "service to install and nothing was changed: run `%s collect --config %s` in the "
+        "foreground, or under the init system this machine has (README: \"Without systemd\")"
+        % (" ".join(service.executable()), path))
+    assert not list(units.iterdir())
+
+
 class NotifySocket:
     def __init__(self, monkeypatch):
         self.dir = tempfile.mkdtemp(prefix="wn")
