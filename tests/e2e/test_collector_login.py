@@ -10,21 +10,11 @@ item 7), against a real mosquitto set up by `wattlog provision`:
 Real time: reconnects back off by the wall clock."""
 
 import re
-import time
 
 import pytest
 
 from helpers import secret_file
-
-
-def wait(what, check, timeout_s=60):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError("never: %s" % what)
+from test_integrity import wait_until as wait
 
 
 def broker_log(broker):
