@@ -54,7 +54,7 @@ def test_bad_input_is_counted_and_good_readings_kept(broker, collectors, tmp_pat
         assert log.count(words) == 1, (words, log)
     assert ("refused so far: bad-node 2, batch-interval 2, batch-oversized 2, batch-truncated 2, "
             "batch-version 2, future 2, implausible 2, misaligned 2") in log
-    rows = wattlog("export", "--data", data, "--feed", "n1/power").splitlines()[1:]
+    rows = wattlog("export", "--fill", "--data", data, "--feed", "n1/power").splitlines()[1:]
     assert rows == ["%d,100" % t, "%d,200" % (t + 10), "%d," % (t + 20)]  # 99999 W -> no data
     listing = wattlog("feeds", "--data", data)
     assert "Kitchen" not in listing and " a " not in listing

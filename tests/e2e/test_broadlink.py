@@ -185,7 +185,7 @@ def test_a_datagram_flood_does_not_starve_sampling_and_auth_is_rate_limited(
         t.join()
     elapsed_s = time.monotonic() - began
     assert c.stop() == 0
-    rows = wattlog("export", "--data", data, "--feed", "bl-flood/power").splitlines()
+    rows = wattlog("export", "--fill", "--data", data, "--feed", "bl-flood/power").splitlines()
     assert s["produced"] >= 1999 and len(rows) - 1 == s["produced"]
     assert all(r.endswith(",500") for r in rows[1:])
     counts = s["broadlink_counts"]
@@ -247,7 +247,7 @@ def tight_run(broker, collectors, simnodes, tmp_path, node_id, heap_kib, reader)
             t.join()
     assert s["unsent"] == 0 and s["produced"] >= 1440
     assert collector.stop() == 0
-    rows = wattlog("export", "--data", tmp_path / node_id, "--feed", node_id + "/power").splitlines()
+    rows = wattlog("export", "--fill", "--data", tmp_path / node_id, "--feed", node_id + "/power").splitlines()
     assert len(rows) - 1 == s["produced"]
     return s, read, node.output
 

@@ -118,7 +118,7 @@ def test_the_provisioned_broker_starts_as_debian_starts_it(tmp_path):
                     os.path.join(d, "nodes", "plug-r", "config.json"), "--profile",
                     "constant:300", "--speed", "max", "--start", start).finish()
         assert collector.stop() == 0
-        rows = wattlog("export", "--data", tmp_path / "data", "--feed", "plug-r/power").split()
+        rows = wattlog("export", "--fill", "--data", tmp_path / "data", "--feed", "plug-r/power").split()
         assert len(rows) - 1 == s["produced"] >= 29 and rows[1] == "%d,300" % start
     finally:
         if collector is not None:

@@ -233,7 +233,7 @@ def test_a_command_flood_does_not_starve_sampling(broker, collectors, simnodes, 
         t.join()
         flooder.loop_stop()
     assert c.stop() == 0
-    rows = wattlog("export", "--data", data, "--feed", "flood/power").splitlines()
+    rows = wattlog("export", "--fill", "--data", data, "--feed", "flood/power").splitlines()
     assert s["produced"] >= 199 and len(rows) - 1 == s["produced"]
     assert all(r.endswith(",500") for r in rows[1:])
     assert s["commands"] == s["bad_commands"] <= sent[0], s  # all of it garbage, all refused

@@ -71,7 +71,7 @@ class Messages:
 
 def energy_feed(data):
     """(unix time, kWh) of every stored slot of the node's energy feed."""
-    rows = wattlog("export", "--data", data, "--feed", NODE + "/energy").splitlines()[1:]
+    rows = wattlog("export", "--fill", "--data", data, "--feed", NODE + "/energy").splitlines()[1:]
     return [(int(t), float(v)) for t, v in (r.split(",") for r in rows) if v]
 
 

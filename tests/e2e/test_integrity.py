@@ -66,7 +66,7 @@ def test_a_commit_json_restored_from_a_backup_cuts_nothing(broker, collectors, s
     c2.wait_for("listening on")
     assert "older than what the plugs were told" in c2.log()
     assert "bak-1 was told seq %d" % s["produced"] in c2.log()
-    rows = wattlog("export", "--data", data, "--feed", "bak-1/power").splitlines()[1:]
+    rows = wattlog("export", "--fill", "--data", data, "--feed", "bak-1/power").splitlines()[1:]
     assert len(rows) == s["produced"] and all(r.endswith(",500") for r in rows)
     assert acked(data, "bak-1") == s["produced"]
     assert c2.stop() == 0
@@ -119,6 +119,6 @@ def test_an_acl_that_hides_the_acks_delays_the_start_but_does_not_stop_it(tmp_pa
                         "--start", aligned_past(300), via=b)
         s = node.finish()
         wait_until("every reading stored", lambda: acked(data, "acl-1") == s["produced"])
-        rows = wattlog("export", "--data", data, "--feed", "acl-1/power").splitlines()[1:]
+        rows = wattlog("export", "--fill", "--data", data, "--feed", "acl-1/power").splitlines()[1:]
         assert len(rows) == s["produced"] and all(r.endswith(",500") for r in rows)
         assert c.stop() == 0

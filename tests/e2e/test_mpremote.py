@@ -113,7 +113,7 @@ def test_the_readme_status_command_leaves_the_plug_metering(broker, collectors, 
         s = summary(board.output())
     assert s["unsent"] == 0 and s["produced"] > seen[-1][1], s
     assert collector.stop() == 0
-    rows = wattlog("export", "--data", data, "--feed", "plug-m/power").splitlines()[1:]
+    rows = wattlog("export", "--fill", "--data", data, "--feed", "plug-m/power").splitlines()[1:]
     assert [int(r.split(",")[0]) for r in rows] == [start + 10 * k for k in range(s["produced"])]
 
 

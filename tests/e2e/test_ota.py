@@ -128,7 +128,7 @@ def test_an_update_is_verified_switched_tried_and_confirmed(broker, collectors, 
     node.stop()
     s = summary(node.output)
     assert c.stop() == 0
-    rows = wattlog("export", "--data", data, "--feed", "ota-1/power").splitlines()[1:]
+    rows = wattlog("export", "--fill", "--data", data, "--feed", "ota-1/power").splitlines()[1:]
     times = [int(r.split(",")[0]) for r in rows]
     assert all(r.endswith(",500") for r in rows), rows  # no slot missing, none twice
     assert times == list(range(times[0], times[-1] + 10, 10)) and times[-1] >= s["last_slot"]

@@ -103,7 +103,7 @@ def test_export_prints_every_slot_with_its_value(broker, collectors, simnodes, t
     s = simnodes(broker.port, "plug-a", "--profile", "washer", "--speed", "max",
                  "--start", start).finish()
     assert collector.stop() == 0  # a clean stop commits what the 300 s interval still held
-    rows = wattlog("export", "--data", data, "--feed", "plug-a/power").splitlines()
+    rows = wattlog("export", "--fill", "--data", data, "--feed", "plug-a/power").splitlines()
     assert rows[0] == "time,power_W"
     want = expected("washer", start, s["produced"])["power"]
     assert [int(r.split(",")[0]) for r in rows[1:]] == [start + 10 * k for k in range(len(want))]
@@ -124,7 +124,7 @@ def test_collector_started_before_its_broker_waits_for_it(collectors, simnodes, 
         start = aligned_past(600)
         s = simnodes(port, "late", "--start", start, "--speed", "max", via=late).finish()
         assert collector.stop() == 0
-    rows = wattlog("export", "--data", tmp_path / "data", "--feed", "late/power").splitlines()
+    rows = wattlog("export", "--fill", "--data", tmp_path / "data", "--feed", "late/power").splitlines()
     assert len(rows) - 1 == s["produced"] and rows[1] == "%d,1000" % start
 
 
@@ -151,7 +151,7 @@ def test_a_plug_stopped_cleanly_sends_what_it_holds(broker, collectors, simnodes
     s = summary(node.output)
     assert s["unsent"] == 0 and s["produced"] >= 13, s
     assert collector.stop() == 0
-    rows = wattlog("export", "--data", data, "--feed", "live/power").splitlines()[1:]
+    rows = wattlog("export", "--fill", "--data", data, "--feed", "live/power").splitlines()[1:]
     assert len(rows) == s["produced"] and all(r.endswith(",1000") for r in rows)
 
 
@@ -166,5 +166,5 @@ def test_the_node_runs_in_a_limited_heap(broker, collectors, simnodes, tmp_path,
                  "--profile", "washer", "--start", aligned_past(3600), "--speed", "max").finish()
     assert s["unsent"] == 0 and s["produced"] >= 360
     assert collector.stop() == 0
-    rows = wattlog("export", "--data", tmp_path / "data", "--feed", "tight/power").splitlines()
+    rows = wattlog("export", "--fill", "--data", tmp_path / "data", "--feed", "tight/power").splitlines()
     assert len(rows) - 1 == s["produced"]

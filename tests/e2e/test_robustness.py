@@ -65,7 +65,7 @@ def test_readings_before_the_clock_is_set_are_stamped_once_it_is(broker, collect
     s = simnodes(broker.port, "late-clock", "--start", start, "--speed", "max", "--profile",
                  "constant:750", "--ntp-after", 95).finish()
     assert collector.stop() == 0
-    rows = wattlog("export", "--data", tmp_path / "data", "--feed", "late-clock/power").splitlines()[1:]
+    rows = wattlog("export", "--fill", "--data", tmp_path / "data", "--feed", "late-clock/power").splitlines()[1:]
     times = [int(r.split(",")[0]) for r in rows]
     assert times[0] == start and times == list(range(start, times[-1] + 1, 10))
     assert all(r.endswith(",750") for r in rows)
@@ -134,7 +134,7 @@ def test_a_plug_without_ntp_takes_the_collector_s_clock(broker, collectors, simn
         watch.close()
     assert "log: clock set from collector; readings since boot are stamped" in node.output
     assert collector.stop() == 0
-    rows = wattlog("export", "--data", tmp_path / "data", "--feed", "no-ntp/power").splitlines()[1:]
+    rows = wattlog("export", "--fill", "--data", tmp_path / "data", "--feed", "no-ntp/power").splitlines()[1:]
     times = [int(r.split(",")[0]) for r in rows]
     assert len(rows) >= 5 and times == list(range(times[0], times[-1] + 1))
     assert abs(times[0] - began) <= 2

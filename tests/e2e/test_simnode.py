@@ -29,7 +29,7 @@ def test_a_silent_chip_stores_missing_slots(broker, collectors, simnodes, tmp_pa
         assert collector.stop() == 0
     finally:
         log.close()
-    rows = wattlog("export", "--data", tmp_path / "data", "--feed", "mute/power").splitlines()[1:]
+    rows = wattlog("export", "--fill", "--data", tmp_path / "data", "--feed", "mute/power").splitlines()[1:]
     assert s["produced"] >= 50 and len(rows) == s["produced"]
     assert all(r.endswith(",") for r in rows), rows[:3]  # missing, never a value
     said = log.on("wattlog/mute/log")
