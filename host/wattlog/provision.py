@@ -247,16 +247,20 @@ def provision(directory, nodes, broker_host=None, port=None, tls=False, listen=N
         ssid = wifi[0]
     else:
         wifi_changed, ssid = False, saved.get("wifi_ssid")
-    moved = [k for k, v in (("port", port), ("broker host", broker_host),
-                            ("time server", ntp_host)) if saved.get(_FIELD[k], v) != v]
-    moved += ["Wi-Fi"] if wifi_changed and saved.get("wifi_ssid") else []
+    moved = [k for k, v in (("port", port), ("broker host", broker_host))
+             if saved.get(_FIELD[k], v) != v]
+    changed = moved + ["time server"] * (saved.get("ntp_host", ntp_host) != ntp_host) \
+        + ["Wi-Fi"] * wifi_changed
+    if saved and "ntp_host" not in saved:  # provisioned by a wattlog that set no time server
+        changed.append("time server")
     durable.write_json(os.path.join(directory, "provision.json"),
                        {"broker_host": broker_host, "port": port, "tls": tls, "listen": listen,
                         "wifi_ssid": ssid, "ntp_host": ntp_host}, mode=0o600)
-    if moved:
-        nodes = sorted(set(nodes) | {u for u in creds if u not in CLIENTS})
+    plugs = {u for u in creds if u not in CLIENTS}
+    if changed and plugs - set(nodes):
+        nodes = sorted(set(nodes) | plugs)
         progress("the %s changed: every plug's config.json is rewritten; copy each to its plug "
-                 "again" % " and ".join(moved))
+                 "again" % " and ".join(changed))
     if ssid is None:
         progress("no Wi-Fi for the plugs yet: their config.json has none, so a plug could "
                  "never join a network (tools/deploy refuses it); run provision again with "

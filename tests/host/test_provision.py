@@ -226,6 +226,26 @@ def test_the_wifi_goes_into_every_plug_and_its_password_only_into_0600_files(tmp
         "192.168.1.1"
 
 
+def test_wifi_given_later_reaches_the_plugs_provisioned_before(tmp_path, capsys):
+    """An owner who provisioned before (no Wi-Fi, and no time server: an earlier wattlog)
+    and now gives the Wi-Fi names no plug: every plug's config.json gets it, and says so."""
+    d = tmp_path / "p"
+    cli.main(["provision", "--dir", str(d), "--broker-host", "10.0.0.2", "plug-a", "plug-b"])
+    saved = json.loads((d / "provision.json").read_text())
+    del saved["ntp_host"], saved["wifi_ssid"]  # as an earlier wattlog left it
+    (d / "provision.json").write_text(json.dumps(saved))
+    secret = tmp_path / "wifi.txt"
+    secret.write_text("correct horse battery\n")
+    capsys.readouterr()
+    cli.main(["provision", "--dir", str(d), "--wifi-ssid", "home", "--wifi-password-file",
+              str(secret)])
+    assert "the Wi-Fi and time server changed: every plug's config.json is rewritten" in \
+        capsys.readouterr().err
+    for node in ("plug-a", "plug-b"):
+        cfg = json.loads((d / "nodes" / node / "config.json").read_text())
+        assert cfg["wifi"]["ssid"] == "home" and cfg["ntp_host"] == "10.0.0.2"
+
+
 def test_without_wifi_provision_says_the_plugs_have_none(tmp_path, capsys):
     d = tmp_path / "p"
     cli.main(["provision", "--dir", str(d), "--broker-host", "10.0.0.2", "plug-a"])
