@@ -22,6 +22,13 @@ The plug's side, the topics and the manifest are described in lib/wattnode/ota.p
   with up to k chunks; a plug that stops asking for TRANSFER_TIMEOUT_S has failed;
 - the plug's ota/status says what happened (receiving, refused, switching, confirmed, rolled
   back); only live messages count (a retained one is from an earlier update);
+- a plug hears a manifest only while it is connected (its session is clean: the broker keeps
+  nothing for it while it is away), so one that was away when the manifest went out (a power
+  cut, a reconnect) gets it again when it says "online" on its status topic, until it has
+  answered (it subscribes before it says "online"). One that took the manifest before it
+  went away resumes it from its flash and takes the same manifest again as "carry on". A plug
+  that gives no answer in ANSWER_TIMEOUT_S fails with that reason, and that it is offline
+  when its status topic says so (retained: known from the start);
 - one MQTT connection for every plug (the broker knows wattlog-operator as one client id);
   --parallel N plugs at a time (default 1), and no new plug is started once one has failed,
   so a bad build stops at the first plug it breaks.
@@ -119,6 +126,7 @@ class Fleet:
     def __init__(self, broker_url, password, ca, base):
         self.base = base
         self.queues = {}
+        self.online = {}  # node: its status topic says "online" (False: "offline")
         self.client, host, port = client_for(broker_url, "wattlog-ota-%d" % os.getpid(), ca,
                                              password)
         connected = queue.Queue()
@@ -137,14 +145,19 @@ class Fleet:
             self.close()
             raise OtaError("the broker refused the operator's login (%s): check "
                            "--password-file" % rc)
-        for t in ("ota/req", "ota/status"):
+        for t in ("ota/req", "ota/status", "status"):
             self.client.subscribe("%s/+/%s" % (base, t), qos=1)
 
     def _route(self, client, userdata, m):
         parts = m.topic.split("/")
-        q = self.queues.get(parts[1]) if len(parts) > 2 else None
+        if len(parts) < 3:
+            return
+        topic = "/".join(parts[2:])
+        if topic == "status":  # retained too: it says whether the plug is online now
+            self.online[parts[1]] = m.payload == b"online"
+        q = self.queues.get(parts[1])
         if q is not None and not m.retain:
-            q.put(("/".join(parts[2:]), m.payload))
+            q.put((topic, m.payload))
 
     def close(self):
         self.client.loop_stop()
@@ -163,21 +176,27 @@ class Fleet:
         total = sum(len(c) for _, c in files)
         deadline = time.monotonic() + ANSWER_TIMEOUT_S
         shown = -1
+        answered = False
         try:
             while True:
                 try:
                     topic, payload = q.get(timeout=max(0.1, deadline - time.monotonic()))
                 except queue.Empty:
-                    out["reason"] = ("no answer from the plug in %d s" % ANSWER_TIMEOUT_S
-                                     if out["old"] == "?" else "the plug stopped asking for "
-                                     "chunks" if shown < 100 else "no confirmation in time")
+                    out["reason"] = self._silence(node, answered, shown)
                     return out
+                if topic == "status":
+                    if payload == b"online" and not answered:  # back: it missed the manifest
+                        self.client.publish(base + "ota/manifest", msg, qos=1)
+                        out["bytes"] += len(msg)
+                        deadline = time.monotonic() + ANSWER_TIMEOUT_S
+                    continue
                 try:
                     m = json.loads(payload)
                     if not isinstance(m, dict) or m.get("id") != uid:
                         continue
                 except ValueError:
                     continue
+                answered = True
                 if topic == "ota/req":
                     out["bytes"] += self._answer(base, files, m)
                     deadline = time.monotonic() + TRANSFER_TIMEOUT_S
@@ -209,6 +228,18 @@ class Fleet:
         finally:
             out["seconds"] = round(time.monotonic() - t0, 1)
             del self.queues[node]
+
+    def _silence(self, node, answered, shown):
+        """Why an update ended without a word from the plug in time, in words."""
+        if not answered:
+            why = "no answer from the plug in %d s" % ANSWER_TIMEOUT_S
+        elif shown < 100:
+            why = "the plug stopped asking for chunks"
+        else:
+            why = "no confirmation in time"
+        if self.online.get(node) is False:
+            why += " (it is offline: its status topic says so)"
+        return why
 
     def _answer(self, base, files, m):
         """The chunks a request asks for; bytes sent."""

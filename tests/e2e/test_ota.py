@@ -8,6 +8,7 @@ tests are marked realtime."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -55,13 +56,17 @@ def builds(tmp_path_factory, built):
                           + "\nraise ImportError('v3 is broken on purpose')\n")}
 
 
+def ota_command(broker, build, *nodes, extra=()):
+    """The command line of `wattlog ota` as the operator (its password from a file)."""
+    return [sys.executable, "-m", "wattlog.cli", "ota", *nodes, "--dir", broker.auth, "--build",
+            str(build), "--broker", "mqtt://%s@127.0.0.1:%d" % (OPERATOR, broker.port),
+            "--password-file", broker.password_file(OPERATOR), "--trial", "60", *extra]
+
+
 def ota(broker, build, *nodes, check=True, extra=()):
     """`wattlog ota` as the operator; (exit status, stdout, stderr)."""
-    p = subprocess.run([sys.executable, "-m", "wattlog.cli", "ota", *nodes, "--dir", broker.auth,
-                        "--build", str(build), "--broker",
-                        "mqtt://%s@127.0.0.1:%d" % (OPERATOR, broker.port), "--password-file",
-                        broker.password_file(OPERATOR), "--trial", "60", *extra],
-                       capture_output=True, text=True, timeout=240)
+    p = subprocess.run(ota_command(broker, build, *nodes, extra=extra), capture_output=True,
+                       text=True, timeout=240)
     if check:
         assert p.returncode == 0, p.stdout + p.stderr
     return p.returncode, p.stdout, p.stderr
@@ -72,6 +77,31 @@ def live_plug(simnodes, broker, node_id, flash, *extra):
     return simnodes(broker.port, node_id, "--profile", "constant:500", "--speed", "max",
                     "--start", aligned_past(60), "--then-realtime", "--batch-max", "1",
                     "--flash", flash, *extra)
+
+
+def power_cut(node, timeout_s=30.0):
+    """SIGKILL the plug's firmware (a power cut) and wait for its simnode wrapper to end; the
+    number of firmware processes it cut. A cut at the moment the plug reboots by itself (the
+    switch, a rollback) can find the old firmware already exited but not yet reaped (its pid
+    still listed, and a SIGKILL to it does nothing) or none at all, and the wrapper then boots
+    the plug again: that boot is cut too, as the power would have been."""
+    deadline = time.monotonic() + timeout_s
+    cut = set()
+    while node.proc.poll() is None:
+        if time.monotonic() > deadline:
+            raise AssertionError("the plug still ran %d s after its power cut:\n%s"
+                                 % (timeout_s, printed(node)))
+        try:
+            pid = node.firmware_pid()
+            os.kill(pid, signal.SIGKILL)
+            cut.add(pid)
+        except (OSError, IndexError):  # between two boots: no firmware, or one already gone
+            pass
+        try:
+            node.proc.wait(0.5)
+        except subprocess.TimeoutExpired:
+            pass
+    return len(cut)
 
 
 def printed(node):
@@ -99,6 +129,17 @@ def info(broker, node, node_id):
         raise AssertionError("%s never answered info:\n%s" % (node_id, printed(node)))
     finally:
         log.close()
+
+
+def collected_plug(broker, collectors, simnodes, tmp_path, node_id):
+    """A collector that commits each second and a live plug on a flash folder of tmp_path,
+    answering; (the plug, its flash folder)."""
+    c = collectors(broker.url, tmp_path / "data", commit_interval=1)
+    c.wait_for("listening on")
+    flash = str(tmp_path / "flash")
+    node = live_plug(simnodes, broker, node_id, flash)
+    info(broker, node, node_id)
+    return node, flash
 
 
 def test_an_update_is_verified_switched_tried_and_confirmed(broker, collectors, simnodes,
@@ -187,11 +228,7 @@ def test_a_replayed_manifest_is_refused_and_a_downgrade_on_purpose_is_taken(
     and it is confirmed): the plug refuses the replay for its serial, says why on its log and
     ota/status (and so in `wattlog nodes`), switches nothing and keeps running v1."""
     data = tmp_path / "data"
-    c = collectors(broker.url, data, commit_interval=1)
-    c.wait_for("listening on")
-    flash = str(tmp_path / "flash")
-    node = live_plug(simnodes, broker, "ota-r", flash)
-    info(broker, node, "ota-r")
+    node, flash = collected_plug(broker, collectors, simnodes, tmp_path, "ota-r")
     wire = Listener(broker, "wattlog/ota-r/#")
     try:
         wire.wait("wattlog/ota-r/status")  # the retained one: the subscription is in place
@@ -317,16 +354,12 @@ def test_a_plug_killed_at_random_moments_of_an_update_always_boots_a_working_ver
     for i in range(KILLS):
         node = live_plug(simnodes, broker, "ota-k", flash)
         info(broker, node, "ota-k")
-        tool = subprocess.Popen(
-            [sys.executable, "-m", "wattlog.cli", "ota", "ota-k", "--dir", broker.auth, "--build",
-             str(builds["v2"] if i % 2 == 0 else builds["v1"]), "--broker",
-             "mqtt://%s@127.0.0.1:%d" % (OPERATOR, broker.port), "--password-file",
-             broker.password_file(OPERATOR), "--trial", "60"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        tool = subprocess.Popen(ota_command(broker, builds["v2"] if i % 2 == 0 else builds["v1"],
+                                            "ota-k"),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         delay_s = rng.uniform(0.2, 6.0)
         time.sleep(delay_s)  # the random moment itself, not a wait for a condition
-        os.kill(node.firmware_pid(), 9)
-        node.proc.wait(30)
+        cuts = power_cut(node)
         # powered again, its clock at the present (a plug's RTC is lost: NTP gives the time),
         # not a minute back as a new simulated run starts: it would replay stored slots
         node = live_plug(simnodes, broker, "ota-k", flash, "--start", aligned_past(0))
@@ -334,7 +367,7 @@ def test_a_plug_killed_at_random_moments_of_an_update_always_boots_a_working_ver
         out = tool.communicate(timeout=400)[0]
         row = [l for l in out.splitlines() if l.startswith("ota-k")]
         outcomes.append((round(delay_s, 1), version, " ".join(row[0].split()[4:]) if row
-                         else out))
+                         else out) + (("cut again as it rebooted",) if cuts > 1 else ()))
         assert version in ("0.1.0", "0.2.0-test"), outcomes
         # the update carried on after the power cut to an outcome the plug reported
         assert any(w in outcomes[-1][2] for w in ("confirmed", "rolled back", "refused")), outcomes
@@ -350,6 +383,41 @@ def test_a_plug_killed_at_random_moments_of_an_update_always_boots_a_working_ver
     _, out, _ = ota(broker, builds["v2"] if "0.1.0" == info(broker, node, "ota-k")["version"]
                     else builds["v1"], "ota-k")
     assert "confirmed" in out
+
+
+def test_a_plug_away_when_the_update_goes_out_gets_it_once_it_is_back(
+        broker, collectors, simnodes, tmp_path, builds):
+    """A plug hears a manifest only while it is connected. Its power cut (its last will says
+    "offline"): an update started now fails after its wait for an answer, and the table says
+    the plug is offline. Another update started while it is off (its manifest seen on the
+    wire, so lost to the plug), then the plug powered again: the tool sends the manifest again
+    when the plug says "online", and the update is confirmed. (It waited 30 s for an answer
+    that could not come: an update started a moment before a plug came back, as a busy Pi's
+    slow start makes it, failed with "no answer from the plug".)"""
+    node, flash = collected_plug(broker, collectors, simnodes, tmp_path, "ota-o")
+    wire = Listener(broker, "wattlog/ota-o/#")
+    try:
+        wire.wait("wattlog/ota-o/status", lambda p: p == b"online")  # the retained one
+        power_cut(node)
+        wire.wait("wattlog/ota-o/status", lambda p: p == b"offline")
+        rc, out, _ = ota(broker, builds["v2"], "ota-o", check=False)
+        assert rc == 1 and "no answer from the plug in 30 s (it is offline" in out, out
+        wire.wait("wattlog/ota-o/ota/manifest")  # that update's: the next one is the new one's
+        tool = subprocess.Popen(ota_command(broker, builds["v2"], "ota-o"),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wire.wait("wattlog/ota-o/ota/manifest")
+            node = live_plug(simnodes, broker, "ota-o", flash, "--start", aligned_past(0))
+            out, err = tool.communicate(timeout=240)
+        finally:
+            if tool.poll() is None:
+                tool.kill()
+                tool.communicate()
+    finally:
+        wire.close()
+    assert tool.returncode == 0 and "0.1.0 -> 0.2.0-test" in out and "confirmed" in out, \
+        out + err
+    assert info(broker, node, "ota-o")["version"] == "0.2.0-test"
 
 
 def refused_while_metering(broker, node, node_id, flash, send, reason):
