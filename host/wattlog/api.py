@@ -1,6 +1,7 @@
 """api.py - the collector's HTTP side: wattlog's JSON API (aiohttp), in a thread of its own.
 
-    GET  /api                      the endpoints
+    GET  /api                      the endpoints, whether actions are on, the plugs in the
+                                   order their data was first stored (the dashboard's colours)
     GET  /api/feeds                every feed: node, channel, unit, interval, first/last time,
                                    last value (readings not yet committed included)
     GET  /api/series?feed=&start=&end=&points=     mean/min/max/count buckets, or raw slots;
@@ -363,7 +364,18 @@ class Api:
             "GET /api/energy?by=day|week|month|year&start=&end=", "GET /api/plugs",
             "GET /api/plugs/<node>", "GET /api/health", "GET /api/stream", "GET /metrics",
             "POST /api/plugs/<node>/relay", "POST /api/plugs/<node>/cmd"],
-            "read_open": self.read_open, "actions": self._token is not None})
+            "read_open": self.read_open, "actions": self._token is not None,
+            "plugs": self._plug_order()})
+
+    def _plug_order(self):
+        """Every plug with stored data, in the order its data was first stored (its feeds'
+        smallest id: the registry's order, which never changes): the dashboard gives the
+        plugs their colours in this order, the same in every view and after a reload."""
+        out = []
+        for entry in sorted(self.committer.registry.active(), key=lambda e: e["id"]):
+            if entry["node"] not in out:
+                out.append(entry["node"])
+        return out
 
     def _pending_copy(self, entry):
         return self.store.pending(entry["node"], entry["channel"])

@@ -372,3 +372,13 @@ def test_health_and_the_stream_say_the_broker_link_and_writes_per_measured_day(t
         resp.close()
     finally:
         s.close()
+
+
+def test_the_index_lists_the_plugs_in_the_order_their_data_was_first_stored(served):
+    """GET /api names every plug with stored data in the order the collector first stored
+    it (the dashboard's colours go by it): a plug that came later comes after, whatever its
+    name."""
+    served.store.take("wattlog/a-later-plug/readings", batch(records(0, 5)))
+    served.store.commit()
+    status, out = served.call("/api")
+    assert status == 200 and out["plugs"] == ["plug-1", "a-later-plug"]

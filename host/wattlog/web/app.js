@@ -1,10 +1,10 @@
 /* app.js - the dashboard's start: wires each view's loader into the route, sets up the
-   controls, reads whether this collector takes actions at all (GET /api) and each plug's
-   colour (common.js, loadColours) before the first view draws, starts the live stream and
+   controls, reads whether this collector takes actions at all and each plug's colour (GET
+   /api: common.js, loadIndex) before the first view draws, starts the live stream and
    keeps today's kWh current. Plain modern JavaScript modules, no build step:
    common.js, overview.js, history.js, energy.js, health.js beside it. */
 
-import { $, api, loadColours, route, showError, state, views } from "./common.js";
+import { $, loadIndex, route, showError, state, views } from "./common.js";
 import { loadHealth } from "./health.js";
 import { loadEnergy, setupEnergy } from "./energy.js";
 import { loadHistory, setupHistory } from "./history.js";
@@ -25,12 +25,13 @@ async function start() {
   const moved = () => { if (location.hash !== state.routed) route(); };  // once per step
   window.addEventListener("popstate", moved);
   window.addEventListener("hashchange", moved);
-  const [index] = await Promise.allSettled([api("/api"), loadColours()]);
-  if (index.status === "fulfilled") {
-    state.actions = index.value.actions;
-  } else if (index.reason.status === 401 || index.reason.status === 403) {
-    showError("Reading this collector needs the token", index.reason);
-    $("#token-form").hidden = false;
+  try {
+    await loadIndex();
+  } catch (e) {
+    if (e.status === 401 || e.status === 403) {
+      showError("Reading this collector needs the token", e);
+      $("#token-form").hidden = false;
+    }
   }
   route();
   stream();

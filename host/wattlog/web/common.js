@@ -9,7 +9,7 @@
    lightness (L* 40-62: a line shows on the light and the dark background alike), in an order
    where each is the farthest from those before it: a few plugs get the most different ones.
    A plug's colour is the same in every view and after a reload: the plugs take them in the
-   order this collector first stored their data (their feeds' ids in /api/feeds, which never
+   order this collector first stored their data (GET /api's plugs: its feeds' ids, which never
    change), so a plug keeps its colour when others come; a plug heard of that has no feed
    yet (it has announced itself, sent nothing) takes the next free one. */
 export const PALETTE = ["#1e69c3", "#ff0000", "#00a500", "#ff00ff", "#875a3c", "#e10f78", "#00a5a5",
@@ -20,7 +20,7 @@ export const views = {};  // name -> its loader(params), filled by app.js
 export const state = {
   token: localStorage.getItem("wattlog-token") || "",
   plugs: new Map(),      // node -> health answer, its state kept current by the stream
-  colors: new Map(),     // node -> colour (loadColours, colorOf)
+  colors: new Map(),     // node -> colour (loadIndex, colorOf)
   live: { stream: false, links: null },  // the header: the stream, the collector's links
   today: null, month: null, currency: "",
   actions: true,         // the collector has a token set (GET /api says so)
@@ -51,15 +51,17 @@ export function colorOf(node) {
   return state.colors.get(node);
 }
 
-export async function loadColours() {
-  /* each plug's colour by the order its data was first stored (the smallest id of its
-     feeds); the plugs given colours before this answer came keep theirs only if no stored
-     plug needs one, so every view and every reload agree */
-  const feeds = (await api("/api/feeds")).feeds.slice().sort((a, b) => a.id - b.id);
+export async function loadIndex() {
+  /* GET /api: whether this collector takes actions, and the plugs in the order their data
+     was first stored, which give the colours (plugs given one before the answer came take
+     the next ones after them), so every view and every reload agree */
+  const index = await api("/api");
+  state.actions = index.actions;
   const before = [...state.colors.keys()];
   state.colors.clear();
-  for (const f of feeds) colorOf(f.node);
+  for (const node of index.plugs || []) colorOf(node);
   for (const node of before) colorOf(node);
+  return index;
 }
 
 /* -- the API ------------------------------------------------------------------------------ */

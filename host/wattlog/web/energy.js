@@ -70,7 +70,7 @@ export function tariffWords(tf) {
 export function axisScale(top) {
   /* [step, top of the axis]: a round step (1, 2, 2.5 or 5 times a power of ten) that cuts
      the largest total into about AXIS_STEPS, and the first multiple of it at or above it */
-  const raw = Math.max(top, 0.001) / AXIS_STEPS, ten = 10 ** Math.floor(Math.log10(raw));
+  const raw = Math.max(top, 0.04) / AXIS_STEPS, ten = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 2.5, 5, 10].find((f) => f * ten >= raw * (1 - 1e-9)) * ten;
   return [step, Math.max(Math.ceil(top / step - 1e-9), 1) * step];
 }
@@ -132,11 +132,15 @@ export function drawDates(t) {
 }
 
 export function pickBar(t, k) {
-  /* one period's values under the chart: the total, then each plug's, in its colour */
+  /* one period's values under the chart: the total (and its cost), then each plug's, in
+     its colour */
   for (const c of $("#bars").children) c.classList.toggle("picked", c.dataset.k === String(k));
   const parts = t.plugs.filter((p) => p.kwh[k] != null).map((p) => el("span", { class: "part" },
     el("i", { style: { background: colorOf(p.node) } }), p.node + " " + kwh(p.kwh[k])));
-  $("#bars-value").replaceChildren(el("b", { text: periodWords(t, k) + ": " + kwh(t.totals.kwh[k]) }),
+  const cost = t.totals.cost && t.totals.cost[k] != null
+    ? " · " + t.totals.cost[k].toFixed(2) + " " + (t.tariff.currency || "") : "";
+  $("#bars-value").replaceChildren(
+    el("b", { text: periodWords(t, k) + ": " + kwh(t.totals.kwh[k]) + cost }),
     ...(parts.length ? parts : [el("span", { text: " no readings" })]));
 }
 

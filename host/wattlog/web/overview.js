@@ -10,7 +10,7 @@
    The relay switch says the state and the action apart ("On — switch off"); without the
    token it says only the state, nothing is sent, and a sentence says why. */
 
-import { $, ApiError, ago, api, colorOf, el, kwh, linkWords, loadColours, money, route, sentence,
+import { $, ApiError, ago, api, colorOf, el, kwh, linkWords, loadIndex, money, route, sentence,
   showError, since, state, views, watts } from "./common.js";
 
 /* -- overview ----------------------------------------------------------------------------- */
@@ -115,6 +115,9 @@ export function updateCard(node, card) {
   relay.disabled = !state.token || !state.actions || !p.online || !!want || !st.relay;
   relay.dataset.relay = st.relay || "";
   relay.textContent = relayWords(st.relay, !relay.disabled, want);
+  relay.title = !st.relay ? "" : "the relay is " + st.relay.toLowerCase() + (relay.disabled
+    ? (state.token ? "" : "; switching needs the token") : "; press to switch it " +
+      (st.relay === "ON" ? "off" : "on"));
 }
 
 export function relayWords(relay, can, want) {
@@ -279,6 +282,6 @@ export async function afterToken() {
   $("#token-button").textContent = state.token ? "Token ✓" : "Token";
   controlNote();
   for (const node of state.plugs.keys()) updateCard(node);
-  await loadColours().catch(() => {});   // refused before, if reading needs the token
+  await loadIndex().catch(() => {});   // refused before, if reading needs the token
   route();
 }
