@@ -136,6 +136,3 @@ class PlugWatch:
 
     def unlisten(self, fn):
         self._listeners.remove(fn)
-
-
-# -- bytes written per day --------------------------------------------------------------------
