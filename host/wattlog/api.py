@@ -1,6 +1,7 @@
 """api.py - the collector's HTTP side: wattlog's JSON API (aiohttp), in a thread of its own.
 
-    GET  /api                      the endpoints
+    GET  /api                      the endpoints, whether actions are on, the plugs in the
+                                   order their data was first stored (the dashboard's colours)
     GET  /api/feeds                every feed: node, channel, unit, interval, first/last time,
                                    last value (readings not yet committed included)
     GET  /api/series?feed=&start=&end=&points=     mean/min/max/count buckets, or raw slots;
@@ -9,8 +10,11 @@
                                    many plugs (the dashboard's)
     GET  /api/series.csv?feed=&start=&end=[&points=]   the same as CSV (raw slots without points)
     GET  /api/energy?by=day|week|month|year[&start=&end=]   kWh and cost per plug (energy.py)
-    GET  /api/plugs, /api/plugs/<node>     plug health      GET /api/health   collector health
-    GET  /api/stream               Server-Sent Events: every plug's state as it publishes it
+    GET  /api/plugs, /api/plugs/<node>     plug health
+    GET  /api/health               collector health: commits, bytes written per day measured
+                                   (diskwrites.py), its links to the broker and InfluxDB
+    GET  /api/stream               Server-Sent Events: every plug's state as it publishes it,
+                                   the collector's links (links.py) first and on each change
     GET  /metrics                  Prometheus's text format (metrics.py); reading, like /api
     POST /api/plugs/<node>/relay   {"relay": "ON"|"OFF"|"TOGGLE"}     needs the token
     POST /api/plugs/<node>/cmd     {"cmd": "info"|"interval"|"calibration"|"reboot", ...}  token
@@ -30,7 +34,8 @@ takes no lock the collector holds over file I/O: what it needs of the collector'
 (pending readings, node counters, the registry) it copies in one step each (single CPython
 operations: a list() of a list, a dict lookup), and it reads the feed and summary files
 itself, opening its own file objects. What the plugs publish (status, state, firmware
-version, log lines) comes from plugwatch.PlugWatch, fed by the collector's MQTT thread.
+version, log lines) comes from plugwatch.PlugWatch, fed by the collector's MQTT thread; the
+links to the broker and InfluxDB are links.Link objects their owners' threads set.
 
 Security: every action (relay, commands) needs the token, sent as `Authorization: Bearer
 <token>` (a header: a page on another site cannot send it, and no CORS header is ever given),
@@ -45,8 +50,6 @@ carries on.
 
 import argparse
 import asyncio
-import collections
-import datetime
 import functools
 import hmac
 import json
@@ -65,6 +68,7 @@ import paho.mqtt.client as mqtt
 from aiohttp import web
 
 from wattlog import emoncms, energy
+from wattlog.diskwrites import WriteMeter
 from wattlog.web import page
 from wattlog.feeds import NODE_ID, UNITS
 from wattlog.metrics import Metrics
@@ -114,50 +118,6 @@ def read_first_line(path, what):
     return text.strip()
 
 
-def _write_bytes():
-    try:
-        with open("/proc/self/io") as f:
-            for line in f:
-                if line.startswith("write_bytes:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-class WriteMeter:
-    """This process's write_bytes (/proc/self/io: what it sent towards the disk, the data
-    directory's commits and summaries nearly all of it) per day in the given zone, from samples
-    taken every SAMPLE_S and at each health request; since this start only."""
-    SAMPLE_S = 600
-    DAYS = 14
-
-    def __init__(self, tz):
-        self.tz = tz
-        self.started = time.time()
-        self.first = self.last = _write_bytes()
-        self.days = collections.OrderedDict()
-
-    def sample(self, now=None):
-        now = time.time() if now is None else now
-        got = _write_bytes()
-        if got is None or self.last is None:
-            return
-        day = datetime.datetime.fromtimestamp(now, self.tz).strftime("%Y-%m-%d")
-        self.days[day] = self.days.get(day, 0) + got - self.last
-        self.last = got
-        while len(self.days) > self.DAYS:
-            self.days.popitem(last=False)
-
-    def report(self):
-        self.sample()
-        if self.first is None:
-            return {"written_per_day": None, "note": "/proc/self/io is not readable here"}
-        span = max(time.time() - self.started, 1.0)
-        return {"written_per_day": dict(self.days), "written_since_start": self.last - self.first,
-                "written_per_day_average": round((self.last - self.first) * 86400 / span)}
-
-
 # -- the application --------------------------------------------------------------------------
 
 class Api:
@@ -165,7 +125,8 @@ class Api:
     through them."""
 
     def __init__(self, store, watch, broker_url=None, ca=None, read_open=True, token=None,
-                 operator_password=None, timezone="UTC", tariff=None, base_topic="wattlog"):
+                 operator_password=None, timezone="UTC", tariff=None, base_topic="wattlog",
+                 broker_link=None, sink=None):
         self.store = store
         self.committer = store.committer
         self.data_dir = self.committer.data_dir
@@ -184,7 +145,10 @@ class Api:
         self.timezone = timezone
         self.tariff = energy.Tariff.from_settings(tariff)  # EnergyError: a ValueError
         self.writes = WriteMeter(self.tz)
-        self.metrics = Metrics(store, watch, self.writes)  # .sink: set by whoever has one
+        self.broker_link = broker_link  # links.Link: the collector's, None without a collector
+        self.sink = sink                # the InfluxDB sink (sink.py), if it is on
+        self.metrics = Metrics(store, watch, self.writes)
+        self.metrics.sink = sink
         self.started = time.time()
         self.loop = None
         self._queues = set()        # one asyncio.Queue per open stream or waiting action
@@ -218,18 +182,42 @@ class Api:
         self.loop = asyncio.get_running_loop()
         self._acting = asyncio.Lock()
         self.watch.listen(self._from_mqtt)
+        for link in self._links_watched():
+            link.listen(self._from_link)
         self._sampler = asyncio.ensure_future(self._sample_writes())
 
     async def _closing(self, app):
         self.watch.unlisten(self._from_mqtt)
+        for link in self._links_watched():
+            link.unlisten(self._from_link)
         self._sampler.cancel()
         for q in list(self._queues):
             q.put_nowait(None)  # every open stream ends
 
     async def _sample_writes(self):
         while True:
-            await asyncio.sleep(WriteMeter.SAMPLE_S)
+            await asyncio.sleep(self.writes.next_sample_s())
             self.writes.sample()
+
+    def _links_watched(self):
+        return [link for link in (self.broker_link, self.sink and self.sink.link) if link]
+
+    def links(self):
+        """The collector's links as /api/health and the stream give them: "broker" (None
+        without a collector), "influx" (None without a sink: with its lag and points sent)."""
+        influx = None
+        if self.sink is not None:
+            influx = dict(self.sink.link.status(), behind_points=self.sink.behind,
+                          sent_points=self.sink.sent)
+        return {"broker": self.broker_link.status() if self.broker_link else None,
+                "influx": influx}
+
+    def _from_link(self, status):
+        """Called in the thread that owns the link: hand the change to this loop."""
+        try:
+            self.loop.call_soon_threadsafe(self._fan_out, ("links", None, None))
+        except RuntimeError:
+            pass  # the loop has closed: the server is stopping
 
     def _from_mqtt(self, kind, node, data):
         """Called in the collector's MQTT thread: hand the event to this loop, nothing more."""
@@ -376,7 +364,18 @@ class Api:
             "GET /api/energy?by=day|week|month|year&start=&end=", "GET /api/plugs",
             "GET /api/plugs/<node>", "GET /api/health", "GET /api/stream", "GET /metrics",
             "POST /api/plugs/<node>/relay", "POST /api/plugs/<node>/cmd"],
-            "read_open": self.read_open, "actions": self._token is not None})
+            "read_open": self.read_open, "actions": self._token is not None,
+            "plugs": self._plug_order()})
+
+    def _plug_order(self):
+        """Every plug with stored data, in the order its data was first stored (its feeds'
+        smallest id: the registry's order, which never changes): the dashboard gives the
+        plugs their colours in this order, the same in every view and after a reload."""
+        out = []
+        for entry in sorted(self.committer.registry.active(), key=lambda e: e["id"]):
+            if entry["node"] not in out:
+                out.append(entry["node"])
+        return out
 
     def _pending_copy(self, entry):
         return self.store.pending(entry["node"], entry["channel"])
@@ -557,6 +556,7 @@ class Api:
                "refused": dict(self.store.complaints.totals)}
         out.update(disk)
         out.update(self.writes.report())
+        out.update(self.links())
         return web.json_response(out)
 
     async def prometheus(self, request):
@@ -571,6 +571,7 @@ class Api:
         await resp.prepare(request)
         q = self._subscribe()
         try:
+            await resp.write(_event("links", self.links()))
             for node, seen in sorted(self.watch.snapshot().items()):
                 if seen["state"] is not None:
                     await resp.write(_event("state", dict(seen["state"], node=node,
@@ -586,6 +587,8 @@ class Api:
                 kind, node, data = event
                 if kind in ("state", "status"):
                     await resp.write(_event(kind, dict(data, node=node)))
+                elif kind == "links":
+                    await resp.write(_event(kind, self.links()))
         except ConnectionResetError:
             pass
         finally:
@@ -816,12 +819,12 @@ class Server:
 
 def serve(store, watch, listen, broker_url, ca=None, read_open=True, token_file=None,
           operator_password_file=None, timezone="UTC", tariff=None, base_topic="wattlog",
-          on_failure=None):
+          on_failure=None, broker_link=None, sink=None):
     """The collector's HTTP side, made from its settings: secret files read now (ValueError
     naming a file that cannot be), not started."""
     token = read_first_line(token_file, "HTTP token") if token_file else None
     operator = read_first_line(operator_password_file, "operator password") \
         if operator_password_file else None
     api = Api(store, watch, broker_url, ca, read_open, token, operator, timezone, tariff,
-              base_topic)
+              base_topic, broker_link, sink)
     return Server(api, listen, on_failure)

@@ -167,8 +167,6 @@ def cmd_collect(args):
                               sink=_influx_sink(s))
     except (ValueError, RegistryError, StartError) as e:
         raise CliError(str(e)) from None
-    if collector.http is not None:  # the sink's lag and points sent in /metrics
-        collector.http.api.metrics.sink = collector.sink
     collector.run()
     if collector.failed:
         raise CliError("stopped: see the error above")

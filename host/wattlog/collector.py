@@ -11,7 +11,9 @@ once. A commit that fails (disk full, I/O error) is logged, its points stay pend
 tried again one commit interval later.
 
 The MQTT session is persistent (clean_session False, a fixed client id) and the readings are
-QoS 1, so the broker keeps batches for the collector while it restarts.
+QoS 1, so the broker keeps batches for the collector while it restarts. The link to the
+broker (broker_link, links.py: up since it connected, or down since it was lost, with the
+latest reason) is in /api/health and the dashboard's header.
 
 Start-up: the data directory is locked and checked at once (commit.py), but nothing in it is
 cut until the collector knows what the plugs were told: at its first connection it subscribes
@@ -46,6 +48,7 @@ import paho.mqtt.client as mqtt
 from wattlog.complaints import Complaints
 from wattlog.firmware import Firmware
 from wattlog.ingest import MAX_AGE_S, NODE_ID
+from wattlog.links import Link
 from wattlog.mqtt import client_for, parse_broker
 from wattlog.nodes import parse_ack
 from wattlog.provision import COLLECTOR
@@ -93,6 +96,8 @@ class Collector:
         self._lost_at = None    # monotonic time of the last drop, until the broker's uptime
         self._taken = 0         # drops that were another client taking this login
         self._refused_logins = 0
+        # the link to the broker, as /api/health and the dashboard's header say it (links.py)
+        self.broker_link = Link("%s:%d" % (self.host, self.port))
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message
@@ -113,7 +118,8 @@ class Collector:
             self.watch = PlugWatch(base_topic)
             self.http = api.serve(self.store, self.watch, http_listen, broker_url, ca,
                                   http_read_open, http_token_file, operator_password_file,
-                                  timezone, tariff, base_topic, on_failure=self._http_failed)
+                                  timezone, tariff, base_topic, on_failure=self._http_failed,
+                                  broker_link=self.broker_link, sink=sink)
 
     def _http_failed(self):
         self.failed = True
@@ -131,12 +137,16 @@ class Collector:
                               "again every %.0f s", self.host, self.port, self._whose(),
                               reason_code, self._refused_logins,
                               "" if self._refused_logins == 1 else "s", self._backoff_s)
+                self.broker_link.down("the broker refused the login of %s (%s)"
+                                      % (self.user or "an anonymous client", reason_code))
             else:
                 log.error("broker %s:%d refused the connection (%s); trying again in %.0f s",
                           self.host, self.port, reason_code, self._backoff_s)
+                self.broker_link.down("the broker refused the connection (%s)" % reason_code)
             return
         self.connected = True
         self._refused_logins = 0
+        self.broker_link.up()
         self._connected_at = time.monotonic()
         base = self.base_topic
         client.subscribe([("%s/+/readings" % base, 1), ("%s/+/status" % base, 1)]
@@ -232,9 +242,9 @@ class Collector:
     def _on_disconnect(self, client, userdata, flags, reason_code, properties):
         if self.connected and not self._stop:
             self._lost_at = time.monotonic()
-            log.warning("lost the broker %s:%d (%s); reconnecting", self.host, self.port,
-                        "the connection closed" if reason_code == "Unspecified error"
-                        else reason_code)
+            why = "the connection closed" if reason_code == "Unspecified error" else reason_code
+            log.warning("lost the broker %s:%d (%s); reconnecting", self.host, self.port, why)
+            self.broker_link.down("the connection was lost (%s)" % why)
             if time.monotonic() - self._connected_at < 2.0:
                 self._quick_drops += 1
                 self._back_off()  # two clients taking each other's place: not 5 times a second
@@ -309,6 +319,7 @@ class Collector:
             self._back_off()
             log.warning("cannot reach the broker at %s:%d (%s); trying again in %.0f s",
                         self.host, self.port, e, self._backoff_s)
+            self.broker_link.down("cannot reach it (%s)" % (e.strerror or e))
 
     def _back_off(self):
         self._backoff_s = min(max(self._backoff_s * 2, 1.0), 30.0)

@@ -2,8 +2,8 @@
 read from the collector's state when Prometheus scrapes, never counted on the way.
 
     m = Metrics(store, watch, writes)   # a prometheus_client collector over a store.Store,
-    m.sink = sink                       # an api.PlugWatch and an api.WriteMeter; the InfluxDB
-                                        # sink (sink.py) when there is one
+    m.sink = sink                       # a plugwatch.PlugWatch and a diskwrites.WriteMeter;
+                                        # the InfluxDB sink (sink.py) when there is one
     body, content_type = m.exposition(request.headers.get("Accept"))
 
 Per plug (label node):
@@ -71,7 +71,7 @@ class Metrics:
     def __init__(self, store, watch, writes=None):
         self.store = store
         self.watch = watch
-        self.writes = writes  # api.WriteMeter: this process's write_bytes since it started
+        self.writes = writes  # diskwrites.WriteMeter: this process's write_bytes since it started
         self.sink = None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)

@@ -19,6 +19,7 @@ import time
 
 from wattlog.feeds import NODE_ID
 from wattlog.firmware import parse_status, sw_version
+from wattlog.listeners import Listeners
 
 STATE_KEYS = ("time", "power", "voltage", "current", "energy", "relay", "rssi")
 LOG_LINES = 20
@@ -39,7 +40,7 @@ class PlugWatch:
         self._lock = threading.Lock()
         self._plugs = {}      # node -> {"status", "state", "firmware", "update", "info",
                               #          "faults", "fault_note", "log"}
-        self._listeners = []  # fn(kind, node, data), called in the MQTT thread: must be quick
+        self._listeners = Listeners()  # fn(kind, node, data), in the MQTT thread: quick
 
     def topics(self):
         """What the collector subscribes to for this (QoS 0: only the latest matters)."""
@@ -83,10 +84,8 @@ class PlugWatch:
         with self._lock:
             plug = self._plug(node)
             plug.update(fields)
-            listeners = list(self._listeners)
             online = plug["status"] == "online"
-        for fn in listeners:
-            fn(kind, node, dict(event or fields, online=online))
+        self._listeners.call(kind, node, dict(event or fields, online=online))
 
     def _state(self, node, payload):
         try:
@@ -122,9 +121,7 @@ class PlugWatch:
             if m:
                 plug["faults"] += sum(int(n) for n in re.findall(r"(\d+) ", m.group(1)))
                 plug["fault_note"] = text
-            listeners = list(self._listeners)
-        for fn in listeners:
-            fn("log", node, {"text": text})
+        self._listeners.call("log", node, {"text": text})
 
     def snapshot(self, node=None):
         """{node: copy of what is known} (one node's copy, or None, with node=)."""
@@ -135,13 +132,7 @@ class PlugWatch:
             return {n: dict(p, log=list(p["log"])) for n, p in self._plugs.items()}
 
     def listen(self, fn):
-        with self._lock:
-            self._listeners.append(fn)
+        self._listeners.add(fn)
 
     def unlisten(self, fn):
-        with self._lock:
-            if fn in self._listeners:
-                self._listeners.remove(fn)
-
-
-# -- bytes written per day --------------------------------------------------------------------
+        self._listeners.remove(fn)

@@ -38,7 +38,9 @@ when what is wrong changes); what is wrong is said at once in one sentence, then
 a minute (complaints.py). The collector's thread never waits for any of it: committing and
 acking go on at their pace. Points InfluxDB refuses outright (400: a field type conflict) are
 said and skipped. The first pass, and the first after a failure, say how many points they
-sent and how fast ("caught up").
+sent and how fast ("caught up"). The sink's link (links.py: up after a write that went
+through, down since the first that failed, with the latest failure's sentence) is in
+/api/health and the dashboard's header.
 """
 
 import logging
@@ -54,6 +56,7 @@ from wattlog.complaints import Complaints
 from wattlog.feeds import Registry, RegistryError
 from wattlog.ingest import MAX_AGE_S
 from wattlog.influx import WriteFailed
+from wattlog.links import Link
 from wattlog.phpfina import Feed, FeedError
 
 log = logging.getLogger("wattlog")
@@ -143,6 +146,7 @@ class Sink:
         self.path = os.path.join(data_dir, FILE)
         self.key = writer.target.key(schema)
         self.complaints = Complaints()
+        self.link = Link(str(writer.target))  # up after a write went through (links.py)
         self.sent = 0       # points written since start
         self.behind = 0     # committed slots not sent yet (the sink's lag, in slots)
         self.cursor = None  # {feed id (str): {"next", "holes"}}, loaded by load()
@@ -269,6 +273,7 @@ class Sink:
                 self.complaints(e.kind, "%s; %d points left out" % (e, len(lines)))
             else:
                 self.sent += len(lines)
+                self.link.up()
                 if self._failing:
                     self._failing = False
                     log.info("InfluxDB at %s answers again: catching up", self.writer.target)
@@ -301,6 +306,7 @@ class Sink:
                 backoff_s, failed = 0.0, None
             except WriteFailed as e:
                 self.writer.close()
+                self.link.down(str(e))
                 self._failing = self._catching_up = True
                 if e.kind != failed:  # something else is wrong now: try again soon
                     backoff_s, failed = 0.0, e.kind

@@ -142,6 +142,11 @@ def test_series_reaches_the_present_with_readings_not_yet_committed(rig):
     status, health = rig.call("/api/health")
     assert status == 200 and health["pending_points"] > 0 and health["last_commit"]
     assert health["disk_free_bytes"] > 0 and health["lost_readings"] == 0
+    # the collector's link to its broker; no InfluxDB sink here; today's bytes, partial
+    assert health["broker"]["state"] == "up" and health["influx"] is None
+    assert health["broker"]["address"] == "127.0.0.1:%d" % rig.broker.port
+    assert [d["whole"] for d in health["written_per_day"]] == [False]
+    assert health["written_per_day_average"] is None
 
     status, csv = rig.call("/api/series.csv?feed=%s/power&start=%d&end=%d"
                            % (NODE, committed - 50, committed + 50))
@@ -225,6 +230,7 @@ def test_relay_needs_the_token_and_reaches_the_plug_live_on_the_stream(rig):
 
     stream = Stream(rig)
     try:
+        stream.wait(lambda kind, d: kind == "links" and d["broker"]["state"] == "up")  # first
         stream.wait(lambda kind, d: kind == "state" and d["node"] == NODE)  # what it holds now
         status, out = rig.call(path, {"relay": "OFF"}, token=TOKEN)
         assert status == 200 and out["relay"] == "OFF" and out["state"]["relay"] == "OFF", out

@@ -29,6 +29,7 @@ import time
 import pytest
 
 from broker import Broker, free_port
+from influxd import Influxd
 import test_api
 from helpers import REPO, SimNode, aligned_past, secret_file
 from wattlog.provision import COLLECTOR, OPERATOR
@@ -154,8 +155,9 @@ def rig(tmp_path_factory):
 class Page:
     """A browser page on the dashboard with its console errors and requests recorded."""
 
-    def __init__(self, rig, viewport=DESKTOP, has_touch=False):
-        self.context = rig.browser.new_context(viewport=viewport, has_touch=has_touch)
+    def __init__(self, rig, viewport=DESKTOP, has_touch=False, browser=None):
+        self.context = (browser or rig.browser).new_context(viewport=viewport,
+                                                            has_touch=has_touch)
         self.page = self.context.new_page()
         self.errors = []
         self.requests = []
@@ -465,14 +467,17 @@ def test_health_shows_each_plugs_wifi_signal(rig):
 
 
 def test_relay_switches_with_the_token_and_not_without(rig):
-    """Without the token the switch is read-only, says why, and clicking it sends nothing;
-    with the token it switches the plug, and the card shows the state the plug reports."""
+    """Without the token the switch is read-only, says only the relay's state and why it
+    cannot switch, and clicking it sends nothing; with the token it says the state and the
+    action apart ("On — switch off"), switches the plug, and the card shows the state the
+    plug reports with the action that would undo it."""
     node = "fridge"
     p = Page(rig)
     try:
         p.open()
         p.wait(card_power(node))
         relay = p.page.locator(".card[data-node=%s] [data-field=relay]" % node)
+        assert relay.inner_text() == "On"  # the state; no action it could not take
         relay.click(force=True)
         # a request the page makes after the click has come back: one the click made would
         # be recorded before it
@@ -485,17 +490,18 @@ def test_relay_switches_with_the_token_and_not_without(rig):
         p.page.click("#token-button")
         p.page.fill("#token-input", TOKEN)
         p.page.click("#token-form button[type=submit]")
-        p.wait("() => !document.querySelector('.card[data-node=%s] [data-field=relay]').disabled"
-               % node)
+        shows = ("(t) => document.querySelector('.card[data-node=%s] [data-field=relay]')"
+                 ".textContent === t" % node)
+        p.wait(shows, arg="On — switch off")
+        assert not relay.is_disabled()
         relay.click()
-        p.wait("() => document.querySelector('.card[data-node=%s] [data-field=relay]')"
-               ".textContent === 'relay off'" % node, timeout_s=30)
+        p.wait(shows, arg="Off — switch on", timeout_s=30)
         assert [u for m, u in p.requests if m == "POST"] == [
             rig.url + "api/plugs/%s/relay" % node]
         assert rig.call("/api/plugs/" + node)["state"]["relay"] == "OFF"  # the plug says so
         relay.click()
-        p.wait("() => document.querySelector('.card[data-node=%s] [data-field=relay]')"
-               ".textContent === 'relay on'" % node, timeout_s=30)
+        p.wait(shows, arg="On — switch off", timeout_s=30)
+        assert rig.call("/api/plugs/" + node)["state"]["relay"] == "ON"
     finally:
         p.close()
 
@@ -947,7 +953,7 @@ def test_twenty_plugs_fit_and_stay_usable(rig, tmp_path):
         assert sorted(n for n, _ in legend) == sorted(TWENTY)
         rgb = [tuple(int(x) for x in re.findall(r"\d+", c)[:3]) for _, c in legend]
         worst = min(delta_e(a, b) for i, a in enumerate(rgb) for b in rgb[i + 1:])
-        assert worst >= 20, ("two plugs' colours are hard to tell apart", worst, legend)
+        assert worst >= 30, ("two plugs' colours are hard to tell apart", worst, legend)
         segs = page.evaluate("""() => [...document.querySelectorAll('#bars .col')].at(-2)
           .querySelectorAll('.seg').length""")
         assert segs == 20  # yesterday's bar: a segment per plug
@@ -963,3 +969,315 @@ def test_twenty_plugs_fit_and_stay_usable(rig, tmp_path):
     finally:
         p.close()
         t.close()
+
+
+
+CLOCK = r"\d\d:\d\d( [AP]M)?"   # a time of today as the browser's locale writes it
+
+LIVE = """() => { const e = document.querySelector('#live'), css = getComputedStyle(document.documentElement);
+  return { text: e.textContent, live: document.body.dataset.live,
+           dot: getComputedStyle(e, '::before').color,
+           green: css.getPropertyValue('--on').trim(), red: css.getPropertyValue('--bad').trim(),
+           amber: css.getPropertyValue('--warn').trim() }; }"""
+
+
+def rgb(hex_colour):
+    """A CSS #rrggbb as getComputedStyle gives it."""
+    return "rgb(%d, %d, %d)" % tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+
+
+def link_cell(name):
+    """JS: the Health view's cell saying the collector's link `name` (broker, influx)."""
+    return ("() => { const td = document.querySelector('#collector-table [data-field=%s] td');"
+            " return td && td.textContent; }" % name)
+
+
+def one_plug_rig(tmp_path, config=""):
+    """WrittenRig with one plug and an hour of its readings: a collector of its own, so its
+    broker (and InfluxDB) can be taken away without the module's plugs noticing."""
+    import numpy as np
+    now = int(time.time()) // 10 * 10
+    return WrittenRig(tmp_path, ["plug-a"], np.arange(now - 3600, now, 10, dtype=np.int64),
+                      lambda node, ts: np.full(len(ts), 50.0), config)
+
+
+def test_the_header_says_when_the_broker_is_unreachable(rig, tmp_path):
+    """The real mosquitto stops under a running collector and an open page: the header says
+    in words that the broker is unreachable and since when, its dot turns from green to red,
+    and the Health view says what the collector's tries meet; nothing scrolls sideways on a
+    phone for the longer words. The broker starts again: by itself, the header says live,
+    green, and Health says connected. /api/health says the same."""
+    t = one_plug_rig(tmp_path)
+    p = Page(rig)
+    p.url = t.url
+    address = "127.0.0.1:%d" % t.broker.port
+    try:
+        p.open("#health")
+        p.wait("() => document.body.dataset.live === '1'")
+        cell = p.wait(link_cell("broker"))
+        assert cell.startswith("connected to %s since " % address), cell
+        live = p.page.evaluate(LIVE)
+        assert live["text"] == "live" and live["dot"] == rgb(live["green"]), live
+
+        t.broker.stop()
+        p.wait("() => document.body.dataset.live === '0'")
+        live = p.page.evaluate(LIVE)
+        assert re.fullmatch(r"broker unreachable since %s" % CLOCK, live["text"]), live
+        assert live["dot"] == rgb(live["red"]) != rgb(live["green"]), live
+        cell = p.wait("() => { const td = document.querySelector("
+                      "'#collector-table [data-field=broker] td');"
+                      " return td && /Connection refused/.test(td.textContent) && td.textContent; }")
+        assert re.fullmatch(r"unreachable since %s: cannot reach it \(Connection refused\)"
+                            % CLOCK, cell), cell
+        assert t.call("/api/health")["broker"]["state"] == "down"
+        p.page.set_viewport_size({"width": 360, "height": 740})
+        assert p.page.evaluate("() => document.scrollingElement.scrollWidth <= "
+                               "document.scrollingElement.clientWidth")
+        p.shot("broker-down-phone")
+        p.page.set_viewport_size(DESKTOP)
+
+        t.broker.start()
+        p.wait("() => document.body.dataset.live === '1'", timeout_s=60)
+        live = p.page.evaluate(LIVE)
+        assert live["text"] == "live" and live["dot"] == rgb(live["green"]), live
+        cell = p.wait("() => { const td = document.querySelector("
+                      "'#collector-table [data-field=broker] td');"
+                      " return td && /^connected/.test(td.textContent) && td.textContent; }")
+        assert cell.startswith("connected to %s since " % address)
+        assert t.call("/api/health")["broker"]["state"] == "up"
+    finally:
+        p.close(allowed=[r"ERR_INCOMPLETE_CHUNKED_ENCODING"])
+        t.close()
+
+
+@pytest.mark.skipif(shutil.which("influxd") is None,
+                    reason="Debian's influxdb is not installed (tools/setup)")
+def test_the_header_and_health_say_when_influxdb_is_unreachable(rig, tmp_path):
+    """The InfluxDB sink writes to a port where nothing answers: the header stays live (the
+    page's data is fine) but says InfluxDB is unreachable, its dot amber, and the Health view
+    says what the last write met. A real InfluxDB (Debian's influxd) starts on that port: the
+    sink's next try goes through, and the header says live, green; Health says it writes
+    there, with the points it sent."""
+    port = free_port()
+    t = one_plug_rig(tmp_path, '[influx]\nurl = "influx://127.0.0.1:%d/wattlog"\n' % port)
+    p = Page(rig)
+    p.url = t.url
+    db = None
+    try:
+        p.open("#health")
+        p.wait("() => /InfluxDB unreachable/.test(document.querySelector('#live').textContent)")
+        live = p.page.evaluate(LIVE)
+        assert re.fullmatch(r"live · InfluxDB unreachable since %s" % CLOCK, live["text"]), live
+        assert live["live"] == "1" and live["dot"] == rgb(live["amber"]), live
+        cell = p.wait(link_cell("influx"))
+        assert re.fullmatch(r"unreachable since %s: cannot write to InfluxDB at " % CLOCK +
+                            r"http://127\.0\.0\.1:%d \(database wattlog\) \(.*refused.*\)" % port,
+                            cell), cell
+        db = Influxd(str(tmp_path), "wattlog", port=port).start()
+        p.wait("() => document.querySelector('#live').textContent === 'live'", timeout_s=90)
+        live = p.page.evaluate(LIVE)
+        assert live["dot"] == rgb(live["green"]), live
+        cell = p.wait("() => { const td = document.querySelector("
+                      "'#collector-table [data-field=influx] td');"
+                      " return td && /^writing/.test(td.textContent) && td.textContent; }")
+        assert cell.startswith("writing to http://127.0.0.1:%d (database wattlog) since" % port)
+        sink = t.call("/api/health")["influx"]
+        assert sink["state"] == "up" and sink["sent_points"] > 0, sink
+    finally:
+        p.close()
+        t.close()
+        if db is not None:
+            db.stop()
+
+
+def test_health_says_bytes_written_per_measured_day(rig):
+    """The collector started minutes ago: Health shows today's bytes written as a partial
+    day, with how much of it was measured, and no average (minutes after a start, scaled up
+    to a day, would be mostly the start-up's work, not a day's); a sentence says what a
+    partial day is. /api/health says the same."""
+    h = rig.call("/api/health")
+    assert [d["whole"] for d in h["written_per_day"]] == [False], h["written_per_day"]
+    assert h["written_per_day_average"] is None
+    p = Page(rig)
+    try:
+        p.open("#health")
+        rows = p.wait("""() => { const rows = [...document.querySelectorAll('#collector-table tr')]
+          .map((tr) => [...tr.children].map((c) => c.textContent));
+          return rows.length > 3 && rows; }""")
+        written = [r for r in rows if r[0].startswith("written")]
+        assert len(written) == 1, rows
+        assert re.fullmatch(r"written \d{4}-\d\d-\d\d", written[0][0]), written
+        assert re.fullmatch(r"[\d.]+ [kMG]?B so far \(partial day: (\d+ h )?\d+ min measured\)",
+                            written[0][1]), written
+        assert not [r for r in rows if "average" in " ".join(r)], rows
+        assert "A partial day is one it did not run through from midnight to midnight" in \
+            p.text("#written-note")
+    finally:
+        p.close()
+
+
+def test_each_plug_has_one_colour_in_every_view_and_after_a_reload(rig):
+    """A plug's colour is the same on its Overview card, its name in the History's chooser
+    and the Energy view's legend, whichever view a page opens first, and after a reload; a
+    plug that has announced itself but stored nothing (a card, no bars, no line) moves no
+    other plug's colour."""
+    client = rig.broker.client("dashboard-announce")
+    client.connect("127.0.0.1", rig.broker.port)
+    client.loop_start()
+    client.publish("wattlog/aaa-announced/status", "online", qos=1,
+                   retain=True).wait_for_publish(10)
+    client.loop_stop()
+    client.disconnect()
+    rig.wait_for("the announced plug", lambda: rig.call("/api/plugs/aaa-announced"))
+    colours = {
+        "#energy": ("document.querySelectorAll('#bars-legend span').length >= 4",
+                    "[...document.querySelectorAll('#bars-legend span')].map((s) => "
+                    "[s.textContent, getComputedStyle(s.querySelector('i')).backgroundColor])"),
+        "#overview": ("document.querySelectorAll('.card[data-node=\"aaa-announced\"]').length",
+                      "[...document.querySelectorAll('.card[data-node]')].filter((c) => "
+                      "c.dataset.node).map((c) => [c.dataset.node, "
+                      "getComputedStyle(c.querySelector('h3')).borderLeftColor])"),
+        "#history": ("window.wattlogDrawn",
+                     "[...document.querySelectorAll('#history-plugs label')].map((l) => "
+                     "[l.textContent.trim(), getComputedStyle(l.querySelector('span')).color])"),
+    }
+    seen = {}
+    for k, view in enumerate(("#energy", "#overview", "#history", "#energy")):
+        p = Page(rig)   # a page of its own: the view it opens first is this one
+        try:
+            p.open(view)
+            ready, read = colours[view]
+            got = p.wait("() => (%s) && %s" % (ready, read))
+            for node, colour in got:
+                seen.setdefault(node, {})[k] = colour
+        finally:
+            p.close()
+    for node in PLUGS + (GAPPY,):
+        assert len(seen.get(node, ())) == 4 and len(set(seen[node].values())) == 1, (node, seen)
+    others = {colour for n, v in seen.items() if n != "aaa-announced" for colour in v.values()}
+    assert seen["aaa-announced"][1] not in others
+
+
+BARS = """() => {
+  const box = (e) => e.getBoundingClientRect();
+  return {
+    ticks: [...document.querySelectorAll('#bars-area .tick')].map((t) =>
+      [t.textContent, box(t).top]),
+    cols: [...document.querySelectorAll('#bars .col')].map((c) => {
+      const segs = [...c.querySelectorAll('.seg')].map(box);
+      return { left: box(c).left, right: box(c).right,
+               top: Math.min(...segs.map((s) => s.top)), bottom: box(c).bottom }; }),
+    dates: [...document.querySelectorAll('#bars .col')].map((c) => c.querySelector('.date'))
+      .filter((d) => d && !d.hidden).map((d) => [d.textContent, box(d).left, box(d).right]),
+  }; }"""
+
+
+def test_energy_bars_have_a_kwh_axis_dates_and_values_on_hover_and_tap(rig):
+    """The energy bars have a kWh axis (gridlines from 0 up at even steps, the top one at or
+    above the largest total, each column as tall as its total on it), the date under each
+    column (here both days fit), and a period's values under the chart: the latest at first,
+    then the column hovered with a mouse or tapped on a phone, each plug's kWh as the table
+    says it."""
+    today = int(time.time()) // DAY_S * DAY_S
+    start, end = today - 2 * DAY_S, today
+    rig.wait_for("yesterday committed", lambda: all(
+        f["committed_until"] >= end for f in rig.call("/api/feeds")["feeds"]
+        if f["channel"] == "energy" and f["node"] in PLUGS))
+    table = rig.call("/api/energy?by=day&start=%d&end=%d" % (start, end))
+    totals = table["totals"]["kwh"]
+    for viewport, touch in ((DESKTOP, False), (PHONE, True)):
+        p = Page(rig, viewport, has_touch=touch)
+        try:
+            p.open("#energy?by=day&start=%d&end=%d" % (start, end))
+            bars = p.wait("() => document.querySelectorAll('#bars .col').length === 2 && "
+                          "(%s)()" % BARS)
+            labels = [text for text, _ in bars["ticks"]]
+            values = [float(text.split()[0]) for text in labels]
+            assert values[0] == 0 and labels[-1].endswith(" kWh"), labels
+            steps = {round(b - a, 6) for a, b in zip(values, values[1:])}
+            assert len(steps) == 1 and 2 <= len(values) <= 8, labels
+            assert values[-2] < max(x or 0 for x in totals) <= values[-1], (labels, totals)
+            y0, y_top = bars["ticks"][0][1], bars["ticks"][-1][1]
+
+            def y(kwh):
+                return y0 - (y0 - y_top) * (kwh or 0) / values[-1]
+            for col, total in zip(bars["cols"], totals):
+                if total:
+                    assert abs(col["top"] - y(total)) <= 2, (col, total, y(total))
+            assert len(bars["dates"]) == 2, bars  # both days' dates fit
+            for (text, left, right), col, period in zip(bars["dates"], bars["cols"],
+                                                        table["periods"]):
+                assert str(int(period["label"][8:10])) in text.split(), (text, period)
+                assert col["left"] <= (left + right) / 2 <= col["right"], (text, col)
+
+            last = table["periods"][1]["label"]
+            assert p.text("#bars-value").startswith("%s: %.3f kWh" % (last, totals[1]))
+            for k in (0, 1):  # each column in turn: its own values under the chart
+                column = p.page.locator("#bars .col").nth(k)
+                column.tap() if touch else column.hover()
+                label = table["periods"][k]["label"]
+                said = p.wait("(l) => { const t = document.querySelector('#bars-value')"
+                              ".textContent; return t.startsWith(l + ':') && t; }", arg=label)
+                if totals[k] is None:
+                    assert said == label + ": – no readings", said
+                    continue
+                assert said.startswith("%s: %.3f kWh" % (label, totals[k])), said
+                for plug in table["plugs"]:
+                    if plug["kwh"][k] is not None:
+                        assert "%s %.3f kWh" % (plug["node"], plug["kwh"][k]) in said, said
+            p.shot("energy-value-" + ("phone" if touch else "desktop"))
+        finally:
+            p.close()
+
+
+PHONE_VIEWS = (("#overview", "document.body.dataset.cards"),
+               ("#history", "window.wattlogDrawn"),
+               ("#energy", "document.querySelectorAll('#bars .col').length"),
+               ("#health", "document.querySelectorAll('#plugs-table tbody tr').length >= 4"))
+SIDEWAYS = """() => {
+  const s = document.scrollingElement;
+  return { page: s.scrollWidth - s.clientWidth,
+           boxes: [...document.querySelectorAll('main .table-wrap')].filter((w) => w.offsetParent)
+             .map((w) => { const cue = w.nextElementSibling;
+               return [w.firstElementChild.id, w.scrollWidth > w.clientWidth + 1,
+                       !!(cue && cue.classList.contains('scroll-cue') && cue.offsetParent)]; }) };
+}"""
+
+
+def test_nothing_scrolls_sideways_at_phone_widths(rig):
+    """At 360 and 390 px, on a phone (its scrollbars take no room) and in a plain browser
+    window (a page scrollbar takes 15 px), no view makes the page scroll sideways
+    (document.scrollingElement's scrollWidth <= clientWidth). A table wider than its box
+    says so beside it (the energy table, swiped); the Health view's plugs table is a stack of
+    cards that needs no scrolling. In the window, the history chart follows its box when a
+    page scrollbar comes after it drew (the page grown taller, as a long legend makes it)."""
+    plain = rig.pw.chromium.launch(executable_path=CHROMIUM,
+                                   args=["--no-sandbox", "--disable-gpu"],
+                                   ignore_default_args=["--hide-scrollbars"])
+    try:
+        for browser, touch in ((rig.browser, True), (plain, False)):
+            for width in (360, 390):
+                p = Page(rig, {"width": width, "height": 740}, has_touch=touch, browser=browser)
+                try:
+                    p.open()
+                    for view, ready in PHONE_VIEWS:
+                        p.page.click("nav a[href='%s']" % view)
+                        p.wait("() => %s" % ready)
+                        got = p.page.evaluate(SIDEWAYS)
+                        where = (view, width, "phone" if touch else "window", got)
+                        assert got["page"] <= 0, where
+                        assert all(cue for _, over, cue in got["boxes"] if over), where
+                        assert not [t for t, over, _ in got["boxes"] if over and
+                                    t == "plugs-table"], where
+                        if view == "#history" and not touch:
+                            p.page.evaluate("() => { document.body.style.minHeight = "
+                                            "(2 * innerHeight) + 'px'; }")
+                            p.wait("() => document.scrollingElement.scrollWidth <= "
+                                   "document.scrollingElement.clientWidth && "
+                                   "innerWidth > document.scrollingElement.clientWidth",
+                                   timeout_s=5)
+                            p.page.evaluate("() => { document.body.style.minHeight = ''; }")
+                finally:
+                    p.close()
+    finally:
+        plain.close()

@@ -16,6 +16,7 @@ import numpy as np
 from batches import T0, batch
 from wattlog import api
 from wattlog.complaints import Complaints
+from wattlog.links import Link
 from wattlog.plugwatch import STATE_KEYS, PlugWatch
 from wattlog.query import Engine
 from wattlog.store import Store
@@ -31,7 +32,7 @@ def records(first, n):
 
 
 class Served:
-    def __init__(self, tmp_path, token=TOKEN, read_open=True, operator=None):
+    def __init__(self, tmp_path, token=TOKEN, read_open=True, operator=None, broker_link=None):
         self.store = Store(str(tmp_path / "data"), Complaints())
         self.store.recover({})
         self.store.take("wattlog/plug-1/readings", batch(records(0, COMMITTED)))
@@ -47,7 +48,7 @@ class Served:
             os.close(fd)
         self.server = api.serve(self.store, self.watch, "127.0.0.1:0", "mqtt://u@127.0.0.1:9",
                                 read_open=read_open, token_file=token_file,
-                                operator_password_file=operator)
+                                operator_password_file=operator, broker_link=broker_link)
         assert self.server.start()
 
     def call(self, path, body=None, token=None):
@@ -312,6 +313,7 @@ def test_the_stream_sends_states_and_ends_when_the_server_stops(served):
     resp = urllib.request.urlopen("http://127.0.0.1:%d/api/stream" % served.server.port,
                                   timeout=10)
     assert resp.headers["Content-Type"] == "text/event-stream"
+    assert next_event(resp) == ("links", {"broker": None, "influx": None})
     assert resp.readline() == b"event: state\n"
     assert json.loads(resp.readline()[6:])["power"] == 5.0 and resp.readline() == b"\n"
     served.watch.take("wattlog/p1/state", b'{"time": 2, "power": 6.0, "relay": "OFF"}')
@@ -322,3 +324,61 @@ def test_the_stream_sends_states_and_ends_when_the_server_stops(served):
     served.server.stop()
     assert time.monotonic() - t0 < 1.0  # not the 2 s aiohttp would wait for the handler
     assert resp.read() == b"\n"  # the end of the last event, then the end of the stream
+
+
+def next_event(resp):
+    """(kind, data) of the next Server-Sent Event on an open stream."""
+    kind = resp.readline().decode().rstrip("\n").partition("event: ")[2]
+    data = json.loads(resp.readline().decode()[len("data: "):])
+    assert resp.readline() == b"\n"
+    return kind, data
+
+
+def test_health_and_the_stream_say_the_broker_link_and_writes_per_measured_day(tmp_path):
+    """/api/health says the collector's link to the broker: starting, down since the first
+    failure with the latest reason, up again; the live stream sends the links first and again
+    on each change. Bytes written: right after a start, one day, partial, and no average
+    (a few minutes scaled up to a day would be mostly the start-up)."""
+    clock = [1795170000.0]
+    link = Link("127.0.0.1:1883", clock=lambda: clock[0])
+    s = Served(tmp_path, broker_link=link)
+    try:
+        status, h = s.call("/api/health")
+        assert status == 200 and h["influx"] is None
+        assert h["broker"]["state"] == "starting" and h["broker"]["address"] == "127.0.0.1:1883"
+        [day] = h["written_per_day"]
+        assert day["whole"] is False and 0 <= day["measured_s"] < 600
+        assert h["written_per_day_average"] is None
+
+        resp = urllib.request.urlopen("http://127.0.0.1:%d/api/stream" % s.server.port,
+                                      timeout=10)
+        assert next_event(resp) == ("links", {"broker": link.status(), "influx": None})
+        clock[0] += 60
+        link.down("the connection was lost (Unspecified error)")
+        kind, got = next_event(resp)
+        assert kind == "links" and got["broker"]["state"] == "down"
+        assert got["broker"]["since"] == clock[0]
+        clock[0] += 30  # tried again, and again
+        link.down("cannot reach it (Connection refused)")
+        kind, got = next_event(resp)
+        assert got["broker"] == {"state": "down", "since": clock[0] - 30,
+                                 "address": "127.0.0.1:1883",
+                                 "reason": "cannot reach it (Connection refused)"}
+        assert s.call("/api/health")[1]["broker"] == got["broker"]
+        clock[0] += 30
+        link.up()
+        kind, got = next_event(resp)
+        assert got["broker"] == {"state": "up", "since": clock[0], "address": "127.0.0.1:1883"}
+        resp.close()
+    finally:
+        s.close()
+
+
+def test_the_index_lists_the_plugs_in_the_order_their_data_was_first_stored(served):
+    """GET /api names every plug with stored data in the order the collector first stored
+    it (the dashboard's colours go by it): a plug that came later comes after, whatever its
+    name."""
+    served.store.take("wattlog/a-later-plug/readings", batch(records(0, 5)))
+    served.store.commit()
+    status, out = served.call("/api")
+    assert status == 200 and out["plugs"] == ["plug-1", "a-later-plug"]

@@ -7,6 +7,7 @@ filled late below the committed length is still sent, backfill starts where it i
 import http.server
 import json
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -281,3 +282,31 @@ def test_files_cut_below_the_cursor_are_followed_again(tmp_path, receiver, caplo
     assert s.poll() == 30
     assert receiver.lines()[-30] == "power,node=plug-a value=4.0 %d" % (T0 + 300)
     assert "the InfluxDB sink had sent 50" in caplog.text
+
+
+def wait_until(check, timeout_s=20.0):
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "never came true"
+        time.sleep(0.02)
+
+
+def test_the_sinks_link_says_whether_influxdb_takes_its_writes(tmp_path, receiver):
+    """The sink's link (for /api/health and the dashboard): starting until a write went
+    through or failed; down since the first failed write with its sentence; up again once
+    InfluxDB takes the points."""
+    data = tmp_path / "data"
+    commit(data, "plug-a", "power", {T0 + 10 * k: 1.0 for k in range(50)})
+    receiver.status = 500
+    s = sink(data, receiver, poll_s=0.05)
+    assert s.link.status()["state"] == "starting"
+    s.start()
+    try:
+        wait_until(lambda: s.link.status()["state"] == "down")
+        down = s.link.status()
+        assert "answered 500" in down["reason"] and down["address"] == str(s.writer.target)
+        receiver.status = 204
+        wait_until(lambda: s.link.status()["state"] == "up")
+        assert s.sent == 50 and s.link.status()["since"] >= down["since"]
+    finally:
+        s.stop()

@@ -1,9 +1,10 @@
 /* app.js - the dashboard's start: wires each view's loader into the route, sets up the
-   controls, reads whether this collector takes actions at all (GET /api), starts the live
-   stream and keeps today's kWh current. Plain modern JavaScript modules, no build step:
+   controls, reads whether this collector takes actions at all and each plug's colour (GET
+   /api: common.js, loadIndex) before the first view draws, starts the live stream and
+   keeps today's kWh current. Plain modern JavaScript modules, no build step:
    common.js, overview.js, history.js, energy.js, health.js beside it. */
 
-import { $, api, route, showError, state, views } from "./common.js";
+import { $, loadIndex, route, showError, state, views } from "./common.js";
 import { loadHealth } from "./health.js";
 import { loadEnergy, setupEnergy } from "./energy.js";
 import { loadHistory, setupHistory } from "./history.js";
@@ -25,7 +26,7 @@ async function start() {
   window.addEventListener("popstate", moved);
   window.addEventListener("hashchange", moved);
   try {
-    state.actions = (await api("/api")).actions;
+    await loadIndex();
   } catch (e) {
     if (e.status === 401 || e.status === 403) {
       showError("Reading this collector needs the token", e);

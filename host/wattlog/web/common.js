@@ -7,7 +7,11 @@
 
 /* 20 plug colours, each at least 30 apart (CIE76 delta E) from every other and of a middle
    lightness (L* 40-62: a line shows on the light and the dark background alike), in an order
-   where each is the farthest from those before it: a few plugs get the most different ones */
+   where each is the farthest from those before it: a few plugs get the most different ones.
+   A plug's colour is the same in every view and after a reload: the plugs take them in the
+   order this collector first stored their data (GET /api's plugs: its feeds' ids, which never
+   change), so a plug keeps its colour when others come; a plug heard of that has no feed
+   yet (it has announced itself, sent nothing) takes the next free one. */
 export const PALETTE = ["#1e69c3", "#ff0000", "#00a500", "#ff00ff", "#875a3c", "#e10f78", "#00a5a5",
   "#2d4bff", "#a59600", "#c369e1", "#d2690f", "#3c692d", "#874b78", "#c31e2d", "#8796b4",
   "#e100b4", "#d26978", "#00a55a", "#9600ff", "#879678"];
@@ -16,7 +20,8 @@ export const views = {};  // name -> its loader(params), filled by app.js
 export const state = {
   token: localStorage.getItem("wattlog-token") || "",
   plugs: new Map(),      // node -> health answer, its state kept current by the stream
-  colors: new Map(),     // node -> colour, fixed for the session
+  colors: new Map(),     // node -> colour (loadIndex, colorOf)
+  live: { stream: false, links: null },  // the header: the stream, the collector's links
   today: null, month: null, currency: "",
   actions: true,         // the collector has a token set (GET /api says so)
   chart: null, historyKey: "", historyTimer: null, historyFetch: null,
@@ -44,6 +49,19 @@ export function el(tag, props, ...kids) {
 export function colorOf(node) {
   if (!state.colors.has(node)) state.colors.set(node, PALETTE[state.colors.size % PALETTE.length]);
   return state.colors.get(node);
+}
+
+export async function loadIndex() {
+  /* GET /api: whether this collector takes actions, and the plugs in the order their data
+     was first stored, which give the colours (plugs given one before the answer came take
+     the next ones after them), so every view and every reload agree */
+  const index = await api("/api");
+  state.actions = index.actions;
+  const before = [...state.colors.keys()];
+  state.colors.clear();
+  for (const node of index.plugs || []) colorOf(node);
+  for (const node of before) colorOf(node);
+  return index;
 }
 
 /* -- the API ------------------------------------------------------------------------------ */
@@ -108,12 +126,48 @@ export function ago(t) {
   return new Date(t * 1000).toLocaleString();
 }
 export function when(t) { return t ? new Date(t * 1000).toLocaleString() : "–"; }
+export function since(t) {
+  /* a time of today as 14:02, of another day with its date */
+  const d = new Date(t * 1000);
+  return d.toDateString() === new Date().toDateString()
+    ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+    : d.toLocaleString([], { dateStyle: "short", timeStyle: "short" });
+}
+export function duration(s) {
+  const h = Math.floor(s / 3600), m = Math.round((s % 3600) / 60);
+  return h ? h + " h" + (m ? " " + m + " min" : "") : m + " min";
+}
+
+/* -- the collector's links (/api/health's and the stream's broker and influx) -------------- */
+
+export function linkWords(name, link) {
+  /* the broker's link or the InfluxDB sink's in words */
+  if (link.state === "up") {
+    return (name === "broker" ? "connected to " : "writing to ") + link.address + " since " +
+      since(link.since);
+  }
+  if (link.state === "down") return "unreachable since " + since(link.since) + ": " + link.reason;
+  return name === "broker" ? "connecting to " + link.address
+    : "no write yet (to " + link.address + ")";
+}
 export function bytes(n) {
   if (n == null) return "–";
   const units = ["B", "kB", "MB", "GB", "TB"];
   let i = 0;
   while (n >= 1000 && i < units.length - 1) { n /= 1000; i++; }
   return (i ? n.toFixed(1) : n) + " " + units[i];
+}
+
+/* -- a table wider than its box ----------------------------------------------------------- */
+
+export function watchScroll(wrap) {
+  /* data-scrolls="1" while the box's table is wider than it: the page then shows the cue
+     beside it (style.css) */
+  const seen = new ResizeObserver(() => {
+    wrap.dataset.scrolls = wrap.scrollWidth > wrap.clientWidth + 1 ? "1" : "0";
+  });
+  seen.observe(wrap);
+  seen.observe(wrap.firstElementChild);   // the table: redrawn in place, never replaced
 }
 
 /* -- routing: the view lives in the URL's fragment ---------------------------------------- */

@@ -1,17 +1,42 @@
 /* health.js - the plugs' and the collector's figures (/api/plugs, /api/health) as tables,
    each plug's last log lines (as text), and the plug command `info` (needs the token). A plug
    whose Wi-Fi signal is under WEAK_DBM has it marked, and a sentence under the table says
-   what that costs and what helps. */
+   what that costs and what helps. The collector's links to the broker and InfluxDB are said
+   in words, marked when down (the stream's "links" event reloads this view). Bytes written
+   are per day as measured (diskwrites.py): a partial day is said to be one, and the average
+   is over whole days only, once there is one. */
 
-import { $, ago, api, bytes, el, showError, state, when } from "./common.js";
+import { $, ago, api, bytes, duration, el, linkWords, showError, state, when } from "./common.js";
 
 /* -- health ------------------------------------------------------------------------------- */
 
 export const WEAK_DBM = -80;   // below this a plug's Wi-Fi is weak (what Tasmota's and ESPHome's users go by)
 
 export function rowsTable(table, rows) {
-  table.replaceChildren(el("tbody", {}, ...rows.map(([k, v]) =>
-    el("tr", {}, el("th", { scope: "row", text: k }), el("td", { text: v == null ? "–" : String(v) })))));
+  /* rows: [heading, value, class of the value's cell (optional), data-field (optional)] */
+  table.replaceChildren(el("tbody", {}, ...rows.map(([k, v, look, field]) =>
+    el("tr", field ? { "data-field": field } : {}, el("th", { scope: "row", text: k }),
+       el("td", { text: v == null ? "–" : String(v), class: look || "" })))));
+}
+
+export function linkRow(name, heading, link) {
+  return [heading, linkWords(name, link), link.state === "up" ? "" : "warn", name];
+}
+
+export function writtenRows(h) {
+  /* a row per day measured, newest first; a partial day says so; the average once a whole
+     day was measured */
+  if (!h.written_per_day) return [["written to disk", h.note || "–"]];
+  const days = h.written_per_day.slice().reverse();
+  const rows = days.map((d, i) => ["written " + d.day, bytes(d.bytes) + (d.whole ? ""
+    : i === 0 ? " so far (partial day: " + duration(d.measured_s) + " measured)"
+      : " (partial day: " + duration(d.measured_s) + " measured)"), "", "written"]);
+  if (h.written_per_day_average != null) {
+    const n = days.filter((d) => d.whole).length;
+    rows.push(["written per day, average", bytes(h.written_per_day_average) + " (of " + n +
+               " whole day" + (n === 1 ? "" : "s") + ")", "", "written-average"]);
+  }
+  return rows;
 }
 
 export async function loadHealth() {
@@ -22,8 +47,11 @@ export async function loadHealth() {
     showError("Cannot show the health", e);
     return;
   }
-  const perDay = Object.entries(h.written_per_day || {}).map(([d, n]) => d + ": " + bytes(n));
   rowsTable($("#collector-table"), [
+    ...(h.broker ? [linkRow("broker", "broker", h.broker)] : []),
+    ...(h.influx ? [linkRow("influx", "InfluxDB", h.influx),
+                    ["InfluxDB points", h.influx.behind_points + " to send, " +
+                     h.influx.sent_points + " sent since the start"]] : []),
     ["ready", h.ready ? "yes" : "no (recovering)"],
     ["up since", when(h.started)],
     ["last commit", h.last_commit ? when(h.last_commit) + " (" + ago(h.last_commit) + ")" : "none yet"],
@@ -32,9 +60,12 @@ export async function loadHealth() {
     ["readings", h.readings], ["lost readings", h.lost_readings],
     ["refused", Object.entries(h.refused || {}).map(([k, n]) => k + ": " + n).join(", ") || "none"],
     ["disk free", h.disk_free_bytes == null ? h.disk_error : bytes(h.disk_free_bytes) + " of " + bytes(h.disk_size_bytes)],
-    ["written per day (SD card)", perDay.join(", ") || h.note || "–"],
-    ["written per day, average since start", bytes(h.written_per_day_average)],
+    ...writtenRows(h),
   ]);
+  $("#written-note").textContent = h.written_per_day ? "Bytes this collector wrote towards " +
+    "its disk (the SD card's wear) per day in its time zone, as measured. A partial day is " +
+    "one it did not run through from midnight to midnight: today so far, and the day it " +
+    "started, which holds the start-up's work (checking the files, rebuilding summaries)." : "";
   const cols = ["plug", "online", "last seen", "firmware", "boots", "acked seq", "gaps", "lost",
                 "ring drops", "meter faults", "Wi-Fi", "SP3S protocol", "relay", ""];
   const table = $("#plugs-table");
@@ -48,12 +79,14 @@ export async function loadHealth() {
       const info = el("button", { type: "button", onclick: () => command(p.node, info) }, "info");
       info.disabled = !state.token || !p.online;
       info.title = state.token ? "ask the plug for its counters" : "needs the token";
+      // each cell names its column (data-label): on a phone a row is a stack of them
       const row = el("tr", { "data-node": p.node },
         ...[p.node, p.online ? "yes" : "no", p.last_seen ? ago(p.last_seen) : "never",
             p.firmware, p.boots, p.acked_seq, p.gaps, p.lost, p.ring_drops, faults, rssi,
-            p.broadlink || "ask (info)", p.state ? p.state.relay : null].map((v, i) => i ? el("td", { text: v == null ? "–" : String(v) })
+            p.broadlink || "ask (info)", p.state ? p.state.relay : null].map((v, i) => i
+          ? el("td", { text: v == null ? "–" : String(v), "data-label": cols[i] })
           : el("th", { scope: "row", text: v })),
-        el("td", {}, info));
+        el("td", { "data-label": "" }, info));
       row.children[cols.indexOf("Wi-Fi")].dataset.field = "rssi";
       if (/weak/.test(rssi)) row.children[cols.indexOf("Wi-Fi")].classList.add("warn");
       return row;

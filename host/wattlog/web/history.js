@@ -195,8 +195,8 @@ export function drawChart(view, feeds, answers) {
                  grid: { stroke: dark ? "#2c333c" : "#e3e6ea", width: 1 },
                  ticks: { stroke: dark ? "#2c333c" : "#e3e6ea", width: 1 } };
   const opts = {
-    width: Math.max(280, box.clientWidth - 8),
-    height: window.innerWidth < 640 ? 260 : 380,
+    width: chartWidth(),
+    height: chartHeight(),
     series,
     scales: { x: { time: true, auto: false, range: () => [current().start, current().end] },
               y: { range: yRange } },
@@ -331,15 +331,19 @@ export function setupHistory() {
       }
     }
   }, { passive: true });
-  let resize = null;
-  window.addEventListener("resize", () => {
-    clearTimeout(resize);
-    resize = setTimeout(() => {
-      if (state.chart) state.chart.setSize({ width: Math.max(280, $("#chart").clientWidth - 8),
-        height: window.innerWidth < 640 ? 260 : 380 });
-    }, 200);
-  });
+  // the chart follows its box's width, not only the window's: a page scrollbar that comes
+  // after the chart drew (the legend made the page taller) narrows the box by its width,
+  // and a chart left wider than its box would make the whole page scroll sideways
+  new ResizeObserver(() => {
+    const width = chartWidth();
+    if (state.chart && $("#chart").clientWidth && state.chart.width !== width) {
+      state.chart.setSize({ width, height: chartHeight() });
+    }
+  }).observe($("#chart"));
 }
+
+export function chartWidth() { return Math.max(200, $("#chart").clientWidth - 8); }
+export function chartHeight() { return window.innerWidth < 640 ? 260 : 380; }
 
 export function pan(fraction) {
   const v = current();

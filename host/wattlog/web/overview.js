@@ -3,10 +3,15 @@
    keeps them current; the token, entered once and kept in this browser's localStorage.
 
    The stream is /api/stream read with fetch() (EventSource cannot send the token header): it
-   reconnects by itself after a second, then up to every 10 s, and says so in the header. The
-   relay switch is read-only without the token: nothing is sent, and a sentence says why. */
+   reconnects by itself after a second, then up to every 10 s. The header says in words and
+   colour whether the page is live: the stream to the collector, and the collector's links
+   (the stream's "links" event, first and on each change): a broker it cannot reach stops
+   every plug's news, so the dot is red; InfluxDB failing is amber (the page's data is fine).
+   The relay switch says the state and the action apart ("On — switch off"); without the
+   token it says only the state, nothing is sent, and a sentence says why. */
 
-import { $, ApiError, ago, api, colorOf, el, kwh, money, route, sentence, showError, state, watts } from "./common.js";
+import { $, ApiError, ago, api, colorOf, el, kwh, linkWords, loadIndex, money, route, sentence,
+  showError, since, state, views, watts } from "./common.js";
 
 /* -- overview ----------------------------------------------------------------------------- */
 
@@ -106,11 +111,21 @@ export function updateCard(node, card) {
   status.textContent = words.join(", ");
   status.classList.toggle("warn", !p.online || !!p.gaps || !!p.lost);
   const relay = card.querySelector('[data-field="relay"]');
-  const on = st.relay === "ON";
-  relay.textContent = "relay " + (st.relay ? st.relay.toLowerCase() : "unknown");
-  relay.setAttribute("aria-pressed", on ? "true" : "false");
+  const want = relay.dataset.want;   // set while a switch is under way
+  relay.disabled = !state.token || !state.actions || !p.online || !!want || !st.relay;
   relay.dataset.relay = st.relay || "";
-  relay.disabled = !state.token || !state.actions || !p.online || relay.dataset.busy === "1";
+  relay.textContent = relayWords(st.relay, !relay.disabled, want);
+  relay.title = !st.relay ? "" : "the relay is " + st.relay.toLowerCase() + (relay.disabled
+    ? (state.token ? "" : "; switching needs the token") : "; press to switch it " +
+      (st.relay === "ON" ? "off" : "on"));
+}
+
+export function relayWords(relay, can, want) {
+  /* the state, then what pressing does: "On — switch off"; the state alone when it cannot */
+  const now = { ON: "On", OFF: "Off" }[relay];
+  if (!now) return "Relay state unknown";
+  if (want) return now + " — switching " + want.toLowerCase() + "…";
+  return now + (can ? " — switch " + (relay === "ON" ? "off" : "on") : "");
 }
 
 export function controlNote() {
@@ -127,8 +142,9 @@ export async function switchRelay(node) {
   const relay = card.querySelector('[data-field="relay"]');
   const said = card.querySelector('[data-field="said"]');
   const want = p.state && p.state.relay === "ON" ? "OFF" : "ON";
-  relay.dataset.busy = "1"; relay.disabled = true;
-  said.textContent = "switching " + want.toLowerCase() + "…";
+  relay.dataset.want = want;
+  said.textContent = "";
+  updateCard(node);
   try {
     const out = await api("/api/plugs/" + encodeURIComponent(node) + "/relay",
                           { method: "POST", body: { relay: want } });
@@ -137,18 +153,38 @@ export async function switchRelay(node) {
   } catch (e) {
     said.textContent = e instanceof ApiError ? e.message : sentence(e.message);
   } finally {
-    relay.dataset.busy = "";
+    delete relay.dataset.want;
     updateCard(node);
   }
 }
 
 /* -- the live stream ---------------------------------------------------------------------- */
 
-export function setLive(ok, text) {
+export function showLive() {
+  /* the header: live (green), InfluxDB failing (amber, still live), or why not (red) */
+  const { stream, links } = state.live;
+  const broker = links && links.broker, influx = links && links.influx;
+  let text = "live", look = "ok", title = "";
+  if (!stream) {
+    text = "collector unreachable, reconnecting…"; look = "down";
+  } else if (broker && broker.state !== "up") {
+    text = broker.state === "down" ? "broker unreachable since " + since(broker.since)
+      : "connecting to the broker…";
+    look = "down"; title = linkWords("broker", broker);
+  } else if (influx && influx.state === "down") {
+    text = "live · InfluxDB unreachable since " + since(influx.since);
+    look = "warn"; title = linkWords("influx", influx);
+  }
   const live = $("#live");
   live.textContent = text;
-  live.className = "live " + (ok ? "ok" : "down");
-  document.body.dataset.live = ok ? "1" : "0";
+  live.title = title;
+  live.className = "live " + look;
+  document.body.dataset.live = look === "down" ? "0" : "1";
+}
+
+export function setStream(up) {
+  state.live = { stream: up, links: up ? state.live.links : null };
+  showLive();
 }
 
 export async function stream() {
@@ -158,7 +194,7 @@ export async function stream() {
       const headers = state.token ? { Authorization: "Bearer " + state.token } : {};
       const resp = await fetch("/api/stream", { headers });
       if (!resp.ok) throw new Error("the stream answered " + resp.status);
-      setLive(true, "live");
+      setStream(true);
       wait = 1000;
       if (state.view === "overview" && document.body.dataset.cards) loadOverview();
       const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -176,7 +212,7 @@ export async function stream() {
     } catch (e) {
       /* the collector stopped or restarted: said in the header, tried again below */
     }
-    setLive(false, "reconnecting…");
+    setStream(false);
     await new Promise((r) => setTimeout(r, wait));
     wait = Math.min(wait * 2, 10000);
   }
@@ -191,6 +227,12 @@ export function onEvent(block) {
   if (!data) return;
   let ev;
   try { ev = JSON.parse(data); } catch (e) { return; }
+  if (kind === "links") {
+    state.live.links = ev;
+    showLive();
+    if (state.view === "health") views.health();
+    return;
+  }
   const node = ev.node;
   if (typeof node !== "string") return;
   let p = state.plugs.get(node);
@@ -236,9 +278,10 @@ export function setupToken() {
   });
 }
 
-export function afterToken() {
+export async function afterToken() {
   $("#token-button").textContent = state.token ? "Token ✓" : "Token";
   controlNote();
   for (const node of state.plugs.keys()) updateCard(node);
+  await loadIndex().catch(() => {});   // refused before, if reading needs the token
   route();
 }
