@@ -64,5 +64,6 @@ def test_a_missing_chart_library_is_said_in_a_sentence(closed, monkeypatch):
     monkeypatch.delenv("WATTLOG_UPLOT_DIR", raising=False)
     monkeypatch.setattr(page, "LIB_DIRS", ())
     status, headers, body = get(closed, "/web/lib/uPlot.iife.min.js")
-    assert status == 404 and b"uPlot) is not installed here: run tools/setup" in body
+    assert status == 404 and b"uPlot) is not installed here: reinstall wattlog from a build " \
+        b"that carries it" in body
     assert get(closed, "/")[0] == 200
