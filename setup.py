@@ -2,9 +2,9 @@
 
 Everything else is in pyproject.toml. build_py copies uPlot (pinned by package-lock.json, found
 in node_modules or fetched by `npm pack` and checked against the lock: tools/lib/chartlib.py)
-into wattlog/web/lib/, where web/page.py looks first, so `pip install .` serves a History view
-that draws, with nothing to copy by hand. Without it the build fails in one sentence rather
-than make a wheel whose page cannot draw. An editable install (tools/setup's) serves the
+into wattlog/serve/web/lib/, where serve/web/page.py looks first, so `pip install .` serves a
+History view that draws, with nothing to copy by hand. Without it the build fails in one
+sentence rather than make a wheel whose page cannot draw. An editable install (tools/setup's) serves the
 clone's node_modules instead, and copies nothing.
 """
 
@@ -26,7 +26,7 @@ class BuildWithChartLib(build_py):
         if self.editable_mode:
             return
         try:
-            chartlib.copy_into(os.path.join(self.build_lib, "wattlog", "web", "lib"),
+            chartlib.copy_into(os.path.join(self.build_lib, "wattlog", "serve", "web", "lib"),
                                progress=lambda text: self.announce(text, 2))
         except chartlib.ChartLibMissing as e:
             raise SetupError("wattlog's build: %s" % e) from None

@@ -35,9 +35,9 @@ import time
 import numpy as np
 
 from wattlog import __version__
-from wattlog.commit import Committer, StartError
-from wattlog.feeds import Registry, RegistryError
-from wattlog.phpfina import FeedError, Feed
+from wattlog.store.commit import Committer, StartError
+from wattlog.store.feeds import Registry, RegistryError
+from wattlog.store.phpfina import FeedError, Feed
 from wattlog.settings import CONFIG_ENV, DEFAULT_PATH
 from wattlog.times import duration, iso, parse_time, storable_time, zone
 
@@ -73,7 +73,7 @@ def _settings(args, files=()):
     settings.check_files(settings.Settings(**{k: v for k, v in flags.items()
                                               if k in files}), files)  # "the command line"
     if getattr(args, "influx_name", None):  # --influx-name wins for the plug it names
-        from wattlog.influx import InfluxError, parse_names
+        from wattlog.bridges.influx import InfluxError, parse_names
         try:
             flags["influx_names"] = dict(s.influx_names or {}, **parse_names(args.influx_name))
         except InfluxError as e:
@@ -137,7 +137,7 @@ def _operator(args):
     ota): --broker, else the config's broker as that user; --password-file, else the config's
     operator_password_file, else $WATTLOG_MQTT_PASSWORD."""
     from wattlog.mqtt import with_user
-    from wattlog.provision import OPERATOR
+    from wattlog.fleet.provision import OPERATOR
     s = _settings(args, ("ca", "operator_password_file"))
     url = args.broker or with_user(s.broker, OPERATOR)
     password_file = args.password_file or (None if args.broker else s.operator_password_file)
@@ -175,7 +175,7 @@ def cmd_collect(args):
 def _influx(s):
     """(Writer, Schema) from the settings' influx_* (the [influx] table, each --influx flag
     given in its place: influx.py); CliError in words."""
-    from wattlog.influx import TIMEOUT_S, InfluxError, configure
+    from wattlog.bridges.influx import TIMEOUT_S, InfluxError, configure
     try:
         return configure(s.influx_url, s.influx_schema or "default", s.influx_password_file,
                          s.influx_names or {}, s.influx_timeout_s or TIMEOUT_S)
@@ -187,15 +187,15 @@ def _influx_sink(s):
     """The InfluxDB sink the collector starts, or None without an InfluxDB URL."""
     if not s.influx_url:
         return None
-    from wattlog.sink import Sink
+    from wattlog.bridges.sink import Sink
     writer, schema = _influx(s)
     return Sink(s.data_dir, writer, schema, horizon_s=s.max_age_s + 3600)
 
 
 def cmd_influx_backfill(args):
     """Every committed point from --since on into InfluxDB, with a progress bar (sink.py)."""
-    from wattlog.influx import WriteFailed
-    from wattlog.sink import backfill
+    from wattlog.bridges.influx import WriteFailed
+    from wattlog.bridges.sink import backfill
     s = _settings(args, ("influx_password_file",))
     data = _data_dir(s.data_dir)
     if not s.influx_url:
@@ -296,8 +296,9 @@ def _print_table(rows):
 def cmd_nodes(args):
     """Per node, from commit.json: what is on disk and acknowledged, and what was lost; from
     firmware.json: the version it runs and its last over-the-air update's result."""
-    from wattlog import durable, firmware
-    from wattlog.commitfile import FILE, check_state
+    from wattlog.store import durable
+    from wattlog.fleet import firmware
+    from wattlog.store.commitfile import FILE, check_state
     data = _data(args)
     path = os.path.join(data, FILE)
     try:
@@ -342,8 +343,8 @@ def cmd_nodes(args):
 
 def cmd_repair(args):
     """Rebuild a damaged feeds.json from the feeds' sidecar files (feeds.py)."""
-    from wattlog import datalock
-    from wattlog.feeds import rebuild
+    from wattlog.store import datalock
+    from wattlog.store.feeds import rebuild
     data = _data(args)
     try:
         lock = datalock.lock(data, "repair")
@@ -402,7 +403,7 @@ def cmd_rebuild(args):
 
 
 def cmd_plug(args):
-    from wattlog.plug import PlugError, run  # paho is only needed here
+    from wattlog.fleet.plug import PlugError, run  # paho is only needed here
     s, url, password = _operator(args)
     try:
         print(run(args.action, args.node, url, s.base_topic, args.timeout, s.ca, password))
@@ -413,8 +414,8 @@ def cmd_plug(args):
 def cmd_ota(args):
     import glob
     import subprocess
-    from wattlog.ota import OtaError, next_serial, run, table
-    from wattlog.provision import ProvisionError, read_ota_key
+    from wattlog.fleet.ota import OtaError, next_serial, run, table
+    from wattlog.fleet.provision import ProvisionError, read_ota_key
     s, url, password = _operator(args)
     where = args.dir or _provisioned_dir(s)
     nodes = sorted(os.path.basename(os.path.dirname(p)) for p in
@@ -451,7 +452,7 @@ def _provisioned_dir(s):
 
 def cmd_provision(args):
     from wattlog import settings
-    from wattlog.provision import ProvisionError, main_text, provision
+    from wattlog.fleet.provision import ProvisionError, main_text, provision
     from wattlog.service import executable
     directory = args.dir or os.path.dirname(os.path.abspath(settings.config_path(args.config)[0]))
     try:
@@ -614,7 +615,7 @@ def _collector_energy(s, data, by, start, end):
     import urllib.error
     import urllib.parse
     import urllib.request
-    from wattlog import datalock
+    from wattlog.store import datalock
     if datalock.holder(data) is None:
         return None
     host, _, port = s.http_listen.rpartition(":")

@@ -46,15 +46,15 @@ import time
 import paho.mqtt.client as mqtt
 
 from wattlog.complaints import Complaints
-from wattlog.firmware import Firmware
-from wattlog.ingest import MAX_AGE_S, NODE_ID
+from wattlog.fleet.firmware import Firmware
+from wattlog.store.ingest import MAX_AGE_S, NODE_ID
 from wattlog.links import Link
 from wattlog.mqtt import client_for, parse_broker
-from wattlog.nodes import parse_ack
-from wattlog.provision import COLLECTOR
-from wattlog.rollup import FLUSH_S
+from wattlog.store.nodes import parse_ack
+from wattlog.fleet.provision import COLLECTOR
+from wattlog.store.rollup import FLUSH_S
 from wattlog.service import Notifier
-from wattlog.store import Store
+from wattlog.store.files import Store
 from wattnode import wire
 
 log = logging.getLogger("wattlog")
@@ -113,8 +113,8 @@ class Collector:
         self.sink = sink  # the InfluxDB sink (sink.py): its own thread, from recover() on
         self.http = self.watch = None
         if http_listen:  # the HTTP API (api.py): its own thread, started by run()
-            from wattlog import api
-            from wattlog.plugwatch import PlugWatch
+            from wattlog.serve import api
+            from wattlog.serve.plugwatch import PlugWatch
             self.watch = PlugWatch(base_topic)
             self.http = api.serve(self.store, self.watch, http_listen, broker_url, ca,
                                   http_read_open, http_token_file, operator_password_file,

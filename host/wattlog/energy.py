@@ -36,8 +36,8 @@ import zoneinfo
 
 import numpy as np
 
-from wattlog.feeds import Registry, RegistryError
-from wattlog.phpfina import Feed, FeedError
+from wattlog.store.feeds import Registry, RegistryError
+from wattlog.store.phpfina import Feed, FeedError
 
 PERIODS = ("day", "week", "month", "year")
 INTERPOLATE_SLOTS = 6          # "a few slots": a minute at 10 s

@@ -38,7 +38,8 @@ import time
 
 import sdnotify
 
-from wattlog import durable, settings as settings_mod
+from wattlog import settings as settings_mod
+from wattlog.store import durable
 
 UNIT = "wattlog"
 USER = "wattlog"

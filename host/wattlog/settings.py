@@ -65,9 +65,9 @@ try:
 except ModuleNotFoundError:  # Python 3.10: the same parser, from its own package
     import tomli as tomllib
 
-from wattlog.feeds import NODE_ID
-from wattlog.ingest import MAX_AGE_S
-from wattlog.rollup import FLUSH_S
+from wattlog.store.feeds import NODE_ID
+from wattlog.store.ingest import MAX_AGE_S
+from wattlog.store.rollup import FLUSH_S
 from wattlog.times import duration
 
 TOKEN_MIN_CHARS = 16
@@ -292,7 +292,7 @@ def _influx(table, path, values):
         if not NODE_ID.match(node) or _text(name) is None or "\n" in name:
             raise SettingsError("%s: influx.names.%s must be a node id (1-32 of a-z, 0-9, _ and "
                                 "-) = a measurement name (one line of text)" % (path, node))
-    from wattlog.influx import InfluxError, Schema, Target  # its checks, its words
+    from wattlog.bridges.influx import InfluxError, Schema, Target  # its checks, its words
     try:
         Target(values["influx_url"])
         Schema(values.get("influx_schema", "default"), names)

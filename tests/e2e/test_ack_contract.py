@@ -9,7 +9,7 @@ import time
 
 from helpers import REPO
 from test_broker_security import Session
-from wattlog.nodes import parse_ack
+from wattlog.store.nodes import parse_ack
 from wattnode import wire
 
 sys.path.insert(0, str(REPO / "tests" / "host"))

@@ -24,7 +24,7 @@ import pytest
 
 from broker import Broker, free_port
 from helpers import REPO, SimNode, aligned_past, secret_file
-from wattlog.provision import COLLECTOR, OPERATOR
+from wattlog.fleet.provision import COLLECTOR, OPERATOR
 from wattnode import __version__
 
 NODE = "api-1"

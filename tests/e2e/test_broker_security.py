@@ -23,7 +23,7 @@ import pytest
 from broker import free_port, mosquitto_path, wait_for_port
 from helpers import Collector, SimNode, aligned_past, wattlog
 from test_link import Listener
-from wattlog.provision import COLLECTOR, HOMEASSISTANT, OPERATOR, password_file
+from wattlog.fleet.provision import COLLECTOR, HOMEASSISTANT, OPERATOR, password_file
 
 
 class Session:

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from helpers import aligned_past, summary, wattlog
-from wattlog.provision import OPERATOR
+from wattlog.fleet.provision import OPERATOR
 from test_link import Listener
 
 FLOOD_MIN = 200  # garbage commands a flooded plug takes in, at least: one a slot of its run
@@ -322,7 +322,7 @@ def test_tls_listener_with_the_provisioned_ca(tmp_path):
     import ssl
     from broker import Broker, free_port
     from wattlog.mqtt import client_for
-    from wattlog.provision import make_tls
+    from wattlog.fleet.provision import make_tls
     tls_dir = tmp_path / "tls"
     tls_dir.mkdir()
     make_tls(str(tls_dir), "127.0.0.1")

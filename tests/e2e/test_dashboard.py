@@ -1,4 +1,4 @@
-"""test_dashboard.py - the dashboard (host/wattlog/web) in a real headless Chromium: Debian's
+"""test_dashboard.py - the dashboard (host/wattlog/serve/web) in a real headless Chromium: Debian's
 `chromium`, driven by Playwright for Python pointed at that browser (executable_path; nothing
 downloads a browser build). Against a real mosquitto, the real collector with its HTTP side
 and simulated plugs running the real firmware: the seed's washer, fridge and heat pump, each
@@ -32,7 +32,7 @@ from broker import Broker, free_port
 from influxd import Influxd
 import test_api
 from helpers import REPO, SimNode, aligned_past, secret_file
-from wattlog.provision import COLLECTOR, OPERATOR
+from wattlog.fleet.provision import COLLECTOR, OPERATOR
 
 playwright = pytest.importorskip("playwright.sync_api")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -712,7 +712,7 @@ class WrittenRig:
 
     def __init__(self, work, nodes, times, power_w, config=""):
         import numpy as np
-        from wattlog.commit import Committer
+        from wattlog.store.commit import Committer
         from wattlog.complaints import Complaints
         self.now = int(time.time()) // 10 * 10
         self.data = work / "data"

@@ -27,8 +27,8 @@ import pytest
 
 from helpers import REPO, summaries, wattlog
 from netcut import Relay
-from wattlog.feeds import Registry
-from wattlog.phpfina import Feed
+from wattlog.store.feeds import Registry
+from wattlog.store.phpfina import Feed
 
 pytestmark = pytest.mark.realtime
 

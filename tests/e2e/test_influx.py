@@ -24,8 +24,8 @@ import pytest
 
 from helpers import REPO, Collector, secret_file
 from test_faults import finish, start_plugs, watts
-from wattlog.feeds import Registry
-from wattlog.phpfina import Feed
+from wattlog.store.feeds import Registry
+from wattlog.store.phpfina import Feed
 
 sys.path.insert(0, str(REPO / "tools" / "lib"))
 from influxd import Influxd  # noqa: E402

@@ -106,7 +106,7 @@ def test_an_acl_that_hides_the_acks_delays_the_start_but_does_not_stop_it(tmp_pa
     from helpers import REPO
     sys.path.insert(0, str(REPO / "tools" / "lib"))
     from broker import Broker
-    from wattlog.provision import COLLECTOR
+    from wattlog.fleet.provision import COLLECTOR
     b = Broker(str(tmp_path / "mosquitto"))
     acl = tmp_path / "mosquitto" / "auth" / "acl"
     acl.write_text(acl.read_text().replace("topic read wattlog/+/ack\n", "", 1))

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from helpers import REPO, aligned_past, summaries, summary, wattlog
-from wattlog.provision import OPERATOR
+from wattlog.fleet.provision import OPERATOR
 from test_link import Listener
 
 pytestmark = pytest.mark.realtime
@@ -281,7 +281,7 @@ def test_only_the_operator_may_publish_an_update(broker, simnodes):
     """The broker's ACL (wattlog provision): a plug's or Home Assistant's publish on a plug's
     ota/manifest is dropped; the operator's goes through. A watcher that may read everything
     sees only the operator's (each publish is at QoS 1, acknowledged before the next)."""
-    from wattlog.provision import HOMEASSISTANT
+    from wattlog.fleet.provision import HOMEASSISTANT
     broker.node_args("ota-other")
     watcher = Listener(broker, "wattlog/ota-a/ota/#")
     try:
@@ -443,7 +443,7 @@ def test_a_flipped_byte_or_a_missing_file_is_refused_before_any_switch(broker, s
     """A byte flipped in one chunk on its way (the operator's sender altered at the network
     seam) fails that file's sha256; a build without wattnode/__init__ is refused from its
     manifest. Both before any switch, while the plug meters."""
-    from wattlog import ota as host_ota
+    from wattlog.fleet import ota as host_ota
     flash = str(tmp_path / "flash")
     node = live_plug(simnodes, broker, "ota-b", flash)
     info(broker, node, "ota-b")

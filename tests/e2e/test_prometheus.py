@@ -26,7 +26,7 @@ import pytest
 
 from broker import Broker, free_port
 from helpers import REPO, Collector, SimNode, aligned_past, secret_file
-from wattlog.provision import COLLECTOR
+from wattlog.fleet.provision import COLLECTOR
 
 pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None,
                                 reason="Debian's prometheus is not installed (tools/setup)")

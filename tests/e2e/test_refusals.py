@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from helpers import SimNode, aligned_past, wattlog
-from wattlog.provision import OPERATOR
+from wattlog.fleet.provision import OPERATOR
 
 
 @pytest.mark.realtime

@@ -28,7 +28,7 @@ import pytest
 from broker import Broker
 from helpers import aligned_past
 from test_faults import stored
-from wattlog.provision import COLLECTOR
+from wattlog.fleet.provision import COLLECTOR
 from wattnode import wire
 
 pytestmark = pytest.mark.realtime  # the SIGSTOP and the plug's ack timeout: see drop_the_tail

@@ -14,12 +14,12 @@ import pytest
 import numpy as np
 
 from batches import T0, batch
-from wattlog import api
+from wattlog.serve import api
 from wattlog.complaints import Complaints
 from wattlog.links import Link
-from wattlog.plugwatch import STATE_KEYS, PlugWatch
-from wattlog.query import Engine
-from wattlog.store import Store
+from wattlog.serve.plugwatch import STATE_KEYS, PlugWatch
+from wattlog.store.query import Engine
+from wattlog.store.files import Store
 
 TOKEN = "a-token-of-the-right-length-0123456789"
 COMMITTED = 60     # slots committed; 40 more pending

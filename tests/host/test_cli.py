@@ -9,7 +9,7 @@ import pytest
 
 from batches import T0
 from wattlog import cli
-from wattlog.commit import Committer
+from wattlog.store.commit import Committer
 from wattlog.complaints import Complaints
 
 

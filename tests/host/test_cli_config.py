@@ -12,7 +12,7 @@ import pytest
 
 from batches import T0
 from wattlog import cli, settings
-from wattlog.commit import Committer
+from wattlog.store.commit import Committer
 from wattlog.complaints import Complaints
 from wattlog.settings import SettingsError
 

@@ -11,9 +11,9 @@ import subprocess
 import pytest
 
 from batches import T0, batch
-from wattlog import durable
+from wattlog.store import durable
 from wattlog.collector import Collector
-from wattlog.commit import Committer
+from wattlog.store.commit import Committer
 from wattlog.complaints import Complaints
 
 

@@ -6,7 +6,7 @@ and clocks stand in for /proc/self/io and time (the meter takes them as argument
 import datetime
 import zoneinfo
 
-from wattlog.diskwrites import WriteMeter
+from wattlog.serve.diskwrites import WriteMeter
 
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
 RATE = 1000          # bytes a second after the start

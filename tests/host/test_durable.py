@@ -3,7 +3,7 @@ the mode of a temp file a crash left behind, and replaces the old one whole."""
 
 import os
 
-from wattlog import durable
+from wattlog.store import durable
 
 
 def test_a_stale_temp_file_does_not_lend_its_mode(tmp_path, monkeypatch):

@@ -33,9 +33,9 @@ import numpy as np
 import pytest
 from aiohttp import web
 
-from wattlog.commit import Committer
+from wattlog.store.commit import Committer
 from wattlog.complaints import Complaints
-from wattlog.emoncms import add_routes, php_float_text
+from wattlog.serve.emoncms import add_routes, php_float_text
 
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
 T0 = int(datetime.datetime(2026, 3, 27, 13, 0, tzinfo=BERLIN).timestamp())  # on the 10 s grid
@@ -380,7 +380,7 @@ def test_ids_never_reach_the_file_system_unchecked(served, monkeypatch):
     assert {os.path.basename(p) for p in opened if "phpfina" in p} <= allowed, opened
 
 
-# -- times and zones as emoncms's PHP reads them (wattlog.phpdate) ------------------------------
+# -- times and zones as emoncms's PHP reads them (wattlog.serve.phpdate) ------------------------------
 # Each expected answer below was printed by emoncms's own feed_model.php and PHPFina.php (emoncms
 # commit ef6464555de99671e25bee5bb4b92733e6468a1c, php-cli 8.2.36) run on the files make_data()
 # writes; test_data_json_is_byte_for_byte_emoncms_own_php runs the same queries through that PHP

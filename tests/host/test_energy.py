@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from wattlog import cli
-from wattlog.commit import Committer
+from wattlog.store.commit import Committer
 from wattlog.complaints import Complaints
 from wattlog.energy import EnergyError, Tariff, energy_table
 

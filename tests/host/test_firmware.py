@@ -9,8 +9,9 @@ import os
 import pytest
 
 from batches import T0
-from wattlog import cli, firmware
-from wattlog.commit import Committer
+from wattlog import cli
+from wattlog.fleet import firmware
+from wattlog.store.commit import Committer
 from wattlog.complaints import Complaints
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from batches import T0, batch
 from wattlog.complaints import Complaints
-from wattlog.ingest import Ingest, feeds
+from wattlog.store.ingest import Ingest, feeds
 
 
 @pytest.fixture
@@ -98,7 +98,7 @@ def test_a_reading_older_than_any_plug_could_hold_is_refused_and_counted(tmp_pat
     """One 56-byte batch from a new node, one record stamped 2020 and one now: the old one is
     refused (counted as too-old), so the node's feeds start now and the commit writes a few
     bytes, not 87 MB of NaN per channel (the old code made four 87 MB files)."""
-    from wattlog.commit import Committer
+    from wattlog.store.commit import Committer
     now = T0 + 3600
     ing = Ingest(Complaints(), lambda node: None, clock=lambda: now)
     with caplog.at_level(logging.WARNING):

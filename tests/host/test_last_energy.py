@@ -7,7 +7,7 @@ import math
 
 from batches import T0, batch
 from wattlog.collector import Collector
-from wattlog.phpfina import Feed
+from wattlog.store.phpfina import Feed
 
 
 def test_the_last_value_past_a_tail_of_missing_slots(tmp_path):

@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from batches import T0
 from test_api import COMMITTED, PENDING, TOKEN, Served
-from wattlog.influx import Schema, Target, WriteFailed, Writer
-from wattlog.sink import Sink
+from wattlog.bridges.influx import Schema, Target, WriteFailed, Writer
+from wattlog.bridges.sink import Sink
 
 STATE = {"time": T0, "power": 512.5, "voltage": 229.9, "current": 2.23, "energy": 12.345,
          "relay": "ON"}

@@ -1,8 +1,8 @@
 """test_nodes.py - what the collector may acknowledge to a node, what it asks for again and
-what it counts as lost (wattlog.nodes), batch by batch."""
+what it counts as lost (wattlog.store.nodes), batch by batch."""
 
 from wattlog.complaints import Complaints
-from wattlog.nodes import MAX_RANGES, RESEND_AFTER_S, Nodes
+from wattlog.store.nodes import MAX_RANGES, RESEND_AFTER_S, Nodes
 
 
 class Clock:

@@ -1,4 +1,4 @@
-"""test_ota_serial.py - the serial every update manifest carries (host/wattlog/ota.py), which a
+"""test_ota_serial.py - the serial every update manifest carries (host/wattlog/fleet/ota.py), which a
 plug must find above the last it accepted: it rises with every manifest even when the
 operator's clock goes back, and still rises above what a plug has seen when the counter file
 is lost or older (it never falls below the seconds since 2020); it is kept 0600 beside the
@@ -12,7 +12,7 @@ import stat
 
 import pytest
 
-from wattlog import ota
+from wattlog.fleet import ota
 from wattnode.wire import EPOCH_UNIX
 
 NOW = EPOCH_UNIX + 200_000_000

@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from test_api import Served
-from wattlog.web import page
+from wattlog.serve.web import page
 
 
 def get(served, path, headers=None):

@@ -1,4 +1,4 @@
-"""test_phpdate.py - wattlog.phpdate reads zones and times as PHP's DateTime does for emoncms's
+"""test_phpdate.py - wattlog.serve.phpdate reads zones and times as PHP's DateTime does for emoncms's
 feed API: DateTimeZone's spellings, DateTime::modify() of a request's time from now, and the
 wall-clock walk of emoncms's calendar intervals across DST changes (a midnight the clocks skip,
 a midnight that comes twice). Every expected value below was printed by php-cli 8.2.36
@@ -16,7 +16,7 @@ import zoneinfo
 
 import pytest
 
-from wattlog import phpdate
+from wattlog.serve import phpdate
 
 WINTER, SUMMER = 1774000000, 1784000000     # 2026-03-20 09:46:40Z, 2026-07-14 03:33:20Z
 NOW = 1795570723                            # 2026-11-25 01:38:43Z

@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from wattlog.phpfina import CorruptFeed, Feed, FeedExists
+from wattlog.store.phpfina import CorruptFeed, Feed, FeedExists
 
 
 def dat(feed):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from wattlog import cli
-from wattlog.provision import (CLIENTS, COLLECTOR, HOMEASSISTANT, OPERATOR, ProvisionError,
+from wattlog.fleet.provision import (CLIENTS, COLLECTOR, HOMEASSISTANT, OPERATOR, ProvisionError,
                                broker_access_command, broker_gid, main_text, password_file,
                                provision)
 from wattnode import config

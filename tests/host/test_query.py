@@ -9,9 +9,9 @@ import os
 import numpy as np
 import pytest
 
-from wattlog.phpfina import Feed
-from wattlog.query import Engine, QueryError
-from wattlog.rollup import LEVELS, Summaries
+from wattlog.store.phpfina import Feed
+from wattlog.store.query import Engine, QueryError
+from wattlog.store.rollup import LEVELS, Summaries
 
 START = 1767225600  # 2026-01-01T00:00Z, on the 10 s grid
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from wattlog import cli, settings
-from wattlog.provision import COLLECTOR, OPERATOR, password_file, provision
+from wattlog.fleet.provision import COLLECTOR, OPERATOR, password_file, provision
 from wattlog.service import CONFIG_EXIT, credentials
 from wattlog.settings import Settings, SettingsError
 

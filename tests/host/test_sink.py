@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from batches import T0
-from wattlog.commit import Committer
+from wattlog.store.commit import Committer
 from wattlog.complaints import Complaints
-from wattlog.influx import InfluxError, Schema, Target, WriteFailed, Writer, configure
-from wattlog.sink import FILE, Sink, backfill, tidy
+from wattlog.bridges.influx import InfluxError, Schema, Target, WriteFailed, Writer, configure
+from wattlog.bridges.sink import FILE, Sink, backfill, tidy
 
 
 class Receiver:

@@ -16,9 +16,9 @@ import pytest
 
 from batches import T0
 from wattlog import cli
-from wattlog.commit import Committer, StartError
+from wattlog.store.commit import Committer, StartError
 from wattlog.complaints import Complaints
-from wattlog.feeds import RegistryError
+from wattlog.store.feeds import RegistryError
 
 
 def points(node, n, t0=T0, channel="power"):

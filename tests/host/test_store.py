@@ -10,7 +10,7 @@ import pytest
 
 from batches import T0, batch
 from wattlog.complaints import Complaints
-from wattlog.store import Store
+from wattlog.store.files import Store
 from wattnode import wire
 
 

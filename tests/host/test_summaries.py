@@ -8,10 +8,10 @@ import json
 import numpy as np
 
 from wattlog import cli
-from wattlog.commit import Committer
+from wattlog.store.commit import Committer
 from wattlog.complaints import Complaints
-from wattlog.query import Engine
-from wattlog.rollup import LEVELS
+from wattlog.store.query import Engine
+from wattlog.store.rollup import LEVELS
 
 T0 = 1767225600
 ENTRY = {"node": "n1", "channel": "power"}

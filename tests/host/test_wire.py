@@ -35,7 +35,7 @@ def test_units_and_the_collector_s_columns_are_the_vector_units(v):
     """wire.units gives each record in W, V, A and kWh (None: missing), and the collector's
     numpy decoding of the same batch (ingest.py, its columns from wire.FIELDS) stores the
     same values (NaN: missing)."""
-    from wattlog.ingest import Ingest
+    from wattlog.store.ingest import Ingest
     h = v["header"]
     for (t_s, power_dw, energy_wh, voltage_cv, current_ma), want in zip(v["records"], v["units"]):
         assert wire.units(power_dw, voltage_cv, current_ma, energy_wh) == tuple(want)

@@ -42,10 +42,10 @@ from query import QUESTIONS, START, YEAR_SLOTS, year_of_data  # noqa: E402
 from writeload import COMMIT_S, SPEED, sped_up_plugs, stop  # noqa: E402
 from wattlog import api  # noqa: E402
 from wattlog.complaints import Complaints  # noqa: E402
-from wattlog.plugwatch import PlugWatch  # noqa: E402
-from wattlog.provision import COLLECTOR  # noqa: E402
-from wattlog.query import Engine  # noqa: E402
-from wattlog.store import Store  # noqa: E402
+from wattlog.serve.plugwatch import PlugWatch  # noqa: E402
+from wattlog.fleet.provision import COLLECTOR  # noqa: E402
+from wattlog.store.query import Engine  # noqa: E402
+from wattlog.store.files import Store  # noqa: E402
 from wattnode import wire  # noqa: E402
 
 TOKEN = "bench-token-0123456789abcdef"

@@ -38,9 +38,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(REPO, "tools", "lib"))
 
 from broker import Broker, free_port  # noqa: E402
-from wattlog.commit import Committer  # noqa: E402
+from wattlog.store.commit import Committer  # noqa: E402
 from wattlog.complaints import Complaints  # noqa: E402
-from wattlog.provision import COLLECTOR  # noqa: E402
+from wattlog.fleet.provision import COLLECTOR  # noqa: E402
 
 YEAR_SLOTS = 365 * 8640
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

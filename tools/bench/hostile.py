@@ -26,10 +26,10 @@ SCENARIOS = ["old-batch", "scattered-2000", "scattered-8000", "contiguous-8000",
 
 DRIVER = r'''
 import json, os, sys, tempfile, time
-from wattlog.commit import Committer
+from wattlog.store.commit import Committer
 from wattlog.complaints import Complaints
-from wattlog.ingest import Ingest
-from wattlog.nodes import Nodes
+from wattlog.store.ingest import Ingest
+from wattlog.store.nodes import Nodes
 from wattnode import wire
 import logging
 logging.disable(logging.WARNING)

@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.join(REPO, "lib"))
 
 from broker import Broker  # noqa: E402
 from influxd import influxd, wait_logged  # noqa: E402
-from wattlog.provision import COLLECTOR  # noqa: E402
+from wattlog.fleet.provision import COLLECTOR  # noqa: E402
 from wattnode import wire  # noqa: E402
 
 RECORDS = 64

@@ -27,9 +27,9 @@ sys.path.insert(0, os.path.join(REPO, "tools", "bench"))
 sys.path.insert(0, os.path.join(REPO, "tools", "lib"))
 
 from influxd import influxd  # noqa: E402
-from wattlog.phpfina import Feed  # noqa: E402
-from wattlog.query import Engine  # noqa: E402
-from wattlog.rollup import Summaries  # noqa: E402
+from wattlog.store.phpfina import Feed  # noqa: E402
+from wattlog.store.query import Engine  # noqa: E402
+from wattlog.store.rollup import Summaries  # noqa: E402
 
 YEAR_SLOTS = 365 * 8640
 START = 1735689600  # 2025-01-01T00:00Z

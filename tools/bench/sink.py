@@ -5,7 +5,7 @@ Both against Debian's influxd, started here on a loopback port with its own temp
 directories (tools/lib/influxd.py), and a data directory holding HISTORY: --plugs plugs'
 four feeds of --slots 10 s slots each (made with commit.py, as a collector would have).
 
-1. Catch-up: a Sink (host/wattlog/sink.py) in this process sends the whole history, batches
+1. Catch-up: a Sink (host/wattlog/bridges/sink.py) in this process sends the whole history, batches
    of 5000 lines, timed from its first read to its last answer: points/s.
 2. Ack latency, sink off and on, in the same run: a private mosquitto set up as `wattlog
    provision` sets it up (tools/lib/broker.py), `wattlog collect --commit-interval 1` on
@@ -36,12 +36,12 @@ import paho.mqtt.client as mqtt  # noqa: E402
 
 from broker import Broker  # noqa: E402
 from influxd import Influxd, wait_logged  # noqa: E402
-from wattlog.commit import Committer  # noqa: E402
+from wattlog.store.commit import Committer  # noqa: E402
 from wattlog.complaints import Complaints  # noqa: E402
-from wattlog.influx import Schema, Target, Writer  # noqa: E402
-from wattlog.nodes import parse_ack  # noqa: E402
-from wattlog.provision import COLLECTOR  # noqa: E402
-from wattlog.sink import Sink  # noqa: E402
+from wattlog.bridges.influx import Schema, Target, Writer  # noqa: E402
+from wattlog.store.nodes import parse_ack  # noqa: E402
+from wattlog.fleet.provision import COLLECTOR  # noqa: E402
+from wattlog.bridges.sink import Sink  # noqa: E402
 from wattnode import wire  # noqa: E402
 
 RECORDS = 16

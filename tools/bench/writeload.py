@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(REPO, "tools", "lib"))
 
 from broker import Broker  # noqa: E402
 from influxd import wait_logged  # noqa: E402
-from wattlog.provision import COLLECTOR  # noqa: E402
+from wattlog.fleet.provision import COLLECTOR  # noqa: E402
 
 COMMIT_S = 2.0
 SPEED = 150            # 15 readings a second a plug: 300 s of readings in each 2 s commit

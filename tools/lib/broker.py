@@ -1,5 +1,5 @@
 """broker.py - a private mosquitto on a free loopback port, for the demo and the tests, set up
-by `wattlog provision` as a real one is (host/wattlog/provision.py): provision's own
+by `wattlog provision` as a real one is (host/wattlog/fleet/provision.py): provision's own
 mosquitto.conf (no anonymous clients, each client id tied to its user name), password file and
 ACL, plus what a test needs: no persistence, a log file, and test users.
 
@@ -36,7 +36,8 @@ import subprocess
 import tempfile
 import time
 
-from wattlog import durable, provision
+from wattlog.store import durable
+from wattlog.fleet import provision
 
 TEST_USER = "wattlog-test"
 _RELOADED = "Reloading config."

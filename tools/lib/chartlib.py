@@ -25,7 +25,7 @@ import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PACKAGE = "uplot"
-FILES = ("uPlot.iife.min.js", "uPlot.min.css")  # what the page loads (host/wattlog/web/page.py)
+FILES = ("uPlot.iife.min.js", "uPlot.min.css")  # what the page loads (host/wattlog/serve/web/page.py)
 
 
 class ChartLibMissing(Exception):

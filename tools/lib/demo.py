@@ -39,9 +39,9 @@ import time
 import numpy as np
 
 from broker import Broker, free_port
-from wattlog.feeds import Registry
-from wattlog.provision import COLLECTOR, OPERATOR
-from wattlog.phpfina import Feed
+from wattlog.store.feeds import Registry
+from wattlog.fleet.provision import COLLECTOR, OPERATOR
+from wattlog.store.phpfina import Feed
 from wattnode import wire
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 
-from wattlog import durable
+from wattlog.store import durable
 from wattlog.times import parse_time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -17,8 +17,8 @@ import re
 import threading
 import time
 
-from wattlog.feeds import NODE_ID
-from wattlog.firmware import parse_status, sw_version
+from wattlog.store.feeds import NODE_ID
+from wattlog.fleet.firmware import parse_status, sw_version
 from wattlog.listeners import Listeners
 
 STATE_KEYS = ("time", "power", "voltage", "current", "energy", "relay", "rssi")

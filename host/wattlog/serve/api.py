@@ -67,15 +67,16 @@ import orjson
 import paho.mqtt.client as mqtt
 from aiohttp import web
 
-from wattlog import emoncms, energy
-from wattlog.diskwrites import WriteMeter
-from wattlog.web import page
-from wattlog.feeds import NODE_ID, UNITS
-from wattlog.metrics import Metrics
+from wattlog import energy
+from wattlog.serve import emoncms
+from wattlog.serve.diskwrites import WriteMeter
+from wattlog.serve.web import page
+from wattlog.store.feeds import NODE_ID, UNITS
+from wattlog.serve.metrics import Metrics
 from wattlog.mqtt import client_for, parse_broker
-from wattlog.phpfina import Feed, FeedError
-from wattlog.provision import OPERATOR
-from wattlog.query import Engine, QueryError
+from wattlog.store.phpfina import Feed, FeedError
+from wattlog.fleet.provision import OPERATOR
+from wattlog.store.query import Engine, QueryError
 from wattlog.times import parse_time
 
 log = logging.getLogger("wattlog")

@@ -59,9 +59,9 @@ import time
 import numpy as np
 from aiohttp import web
 
-from wattlog import phpdate
-from wattlog.feeds import Registry, RegistryError
-from wattlog.phpfina import Feed, FeedError
+from wattlog.serve import phpdate
+from wattlog.store.feeds import Registry, RegistryError
+from wattlog.store.phpfina import Feed, FeedError
 
 MAX_DATAPOINTS = 20000  # emoncms default-settings.ini
 # emoncms counts points only for a numeric interval, and from a rounded interval; beyond this

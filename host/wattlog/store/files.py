@@ -19,11 +19,11 @@ back and no ack made: nothing was acknowledged, nothing is lost.
 import collections
 import logging
 
-from wattlog.commit import Committer
-from wattlog.ingest import MAX_AGE_S, Ingest
-from wattlog.ingest import feeds as ingest_feeds
-from wattlog.nodes import Nodes
-from wattlog.phpfina import Feed, FeedError
+from wattlog.store.commit import Committer
+from wattlog.store.ingest import MAX_AGE_S, Ingest
+from wattlog.store.ingest import feeds as ingest_feeds
+from wattlog.store.nodes import Nodes
+from wattlog.store.phpfina import Feed, FeedError
 from wattnode import wire
 
 log = logging.getLogger("wattlog")

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from wattlog.rollup import ENTRY, LEVELS, combine, summarise
+from wattlog.store.rollup import ENTRY, LEVELS, combine, summarise
 
 
 class QueryError(ValueError):

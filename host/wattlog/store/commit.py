@@ -38,13 +38,13 @@ import time
 
 import numpy as np
 
-from wattlog import datalock, durable
-from wattlog.commitfile import FILE, check_state, count, newer_acks, when
-from wattlog.feeds import Registry
-from wattlog.durable import fsync_dir
-from wattlog.ingest import RING_RECORDS_MAX
-from wattlog.phpfina import VALUE_SIZE, CorruptFeed, Feed
-from wattlog.rollup import Summaries
+from wattlog.store import datalock, durable
+from wattlog.store.commitfile import FILE, check_state, count, newer_acks, when
+from wattlog.store.feeds import Registry
+from wattlog.store.durable import fsync_dir
+from wattlog.store.ingest import RING_RECORDS_MAX
+from wattlog.store.phpfina import VALUE_SIZE, CorruptFeed, Feed
+from wattlog.store.rollup import Summaries
 
 log = logging.getLogger("wattlog")
 SYNC_THREADS = 8

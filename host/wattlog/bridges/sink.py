@@ -50,14 +50,14 @@ import time
 
 import numpy as np
 
-from wattlog import durable
-from wattlog.commitfile import FILE as COMMIT_FILE, check_state
+from wattlog.store import durable
+from wattlog.store.commitfile import FILE as COMMIT_FILE, check_state
 from wattlog.complaints import Complaints
-from wattlog.feeds import Registry, RegistryError
-from wattlog.ingest import MAX_AGE_S
-from wattlog.influx import WriteFailed
+from wattlog.store.feeds import Registry, RegistryError
+from wattlog.store.ingest import MAX_AGE_S
+from wattlog.bridges.influx import WriteFailed
 from wattlog.links import Link
-from wattlog.phpfina import Feed, FeedError
+from wattlog.store.phpfina import Feed, FeedError
 
 log = logging.getLogger("wattlog")
 FILE = "influx.json"

@@ -48,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import paho.mqtt.client as mqtt
 
-from wattlog import durable
+from wattlog.store import durable
 from wattlog.mqtt import client_for
 from wattnode.wire import EPOCH_UNIX
 

@@ -22,7 +22,7 @@ import os
 from aiohttp import web
 
 WEB_DIR = os.path.dirname(os.path.abspath(__file__))
-CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(WEB_DIR)))
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(WEB_DIR))))
 LIB_DIRS = (os.path.join(WEB_DIR, "lib"),
             os.path.join(CHECKOUT, "node_modules", "uplot", "dist"),
             "/usr/local/share/wattlog/uplot", "/usr/share/wattlog/uplot")

@@ -32,8 +32,8 @@ import os
 import threading
 import time
 
-from wattlog import durable
-from wattlog.feeds import NODE_ID
+from wattlog.store import durable
+from wattlog.store.feeds import NODE_ID
 
 log = logging.getLogger("wattlog")
 FILE = "firmware.json"

@@ -29,7 +29,7 @@ import struct
 
 import numpy as np
 
-from wattlog import durable
+from wattlog.store import durable
 
 _META = struct.Struct("<4I")
 _VALUE = np.dtype("<f4")

@@ -24,7 +24,7 @@ import json
 import os
 import re
 
-from wattlog import durable
+from wattlog.store import durable
 
 CHANNELS = (("power", "W"), ("voltage", "V"), ("current", "A"), ("energy", "kWh"))
 UNITS = dict(CHANNELS)

@@ -18,7 +18,7 @@ file restored from a backup, rolled back, or written by an older run).
 
 import time
 
-from wattlog.feeds import NODE_ID
+from wattlog.store.feeds import NODE_ID
 
 FILE = "commit.json"
 _U32 = 1 << 32

@@ -37,8 +37,8 @@ import time
 
 import numpy as np
 
-from wattlog.feeds import CHANNELS, NODE_ID
-from wattlog.nodes import Nodes
+from wattlog.store.feeds import CHANNELS, NODE_ID
+from wattlog.store.nodes import Nodes
 from wattnode import wire
 
 MAX_POWER_W = 50000.0

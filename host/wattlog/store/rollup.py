@@ -36,7 +36,7 @@ import os
 
 import numpy as np
 
-from wattlog import durable
+from wattlog.store import durable
 
 LEVELS = (64, 512, 4096, 32768)   # slots per bucket: 10 min 40 s .. 3 days 19 h at 10 s
 ENTRY = np.dtype([("mean", "<f4"), ("min", "<f4"), ("max", "<f4"), ("count", "<u4")])

@@ -75,8 +75,8 @@ import shutil
 import subprocess
 import zoneinfo
 
-from wattlog import durable
-from wattlog.feeds import NODE_ID
+from wattlog.store import durable
+from wattlog.store.feeds import NODE_ID
 
 COLLECTOR = "wattlog-collector"
 OPERATOR = "wattlog-operator"
