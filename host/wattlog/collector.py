@@ -45,16 +45,11 @@ import time
 
 import paho.mqtt.client as mqtt
 
-from wattlog.complaints import Complaints
-from wattlog.fleet.firmware import Firmware
-from wattlog.store.ingest import MAX_AGE_S, NODE_ID
-from wattlog.links import Link
+from wattlog.store.ingest import NODE_ID
 from wattlog.mqtt import client_for, parse_broker
 from wattlog.store.nodes import parse_ack
 from wattlog.fleet.provision import COLLECTOR
-from wattlog.store.rollup import FLUSH_S
-from wattlog.service import Notifier
-from wattlog.store.files import Store
+from wattlog.systemd import Notifier
 from wattnode import wire
 
 log = logging.getLogger("wattlog")
@@ -64,40 +59,39 @@ UPTIME_TOPIC = "$SYS/broker/uptime"  # mosquitto's, retained; the ACL lets the c
 
 
 class Collector:
-    def __init__(self, data_dir, broker_url, commit_interval_s=300.0, base_topic="wattlog",
-                 client_id="wattlog-collector", status_interval_s=60.0, max_future_s=3600,
-                 max_age_s=MAX_AGE_S, ca=None, password=None, password_file=None,
-                 summary_interval_s=FLUSH_S,
-                 http_listen=None, http_read_open=True, http_token_file=None,
-                 operator_password_file=None, timezone="UTC", tariff=None, sink=None):
-        self.commit_interval_s = commit_interval_s
-        self.summary_interval_s = summary_interval_s
+    def __init__(self, settings, password, parts):
+        """settings: settings.Settings; password: the broker's (from its file); parts: the
+        service's parts, made once by service.build()."""
+        s = settings
+        self.commit_interval_s = s.commit_interval_s
+        self.summary_interval_s = s.summary_interval_s
         self._flushed_at = time.monotonic()
-        self.status_interval_s = status_interval_s
-        self.base_topic = base_topic
-        self.complaints = Complaints()
-        self.notifier = Notifier()  # systemd's notify protocol, when it runs us (service.py)
-        # locks and checks the data directory, changes nothing yet: store.recover() runs once
-        # the broker's retained acks are known (recover(), when the start-up marker comes back)
-        self.store = Store(data_dir, self.complaints, max_future_s, max_age_s)
-        self.committer, self.ingest = self.store.committer, self.store.ingest
+        self.status_interval_s = s.status_interval_s
+        self.base_topic = s.base_topic
+        self.complaints = parts.complaints
+        self.notifier = Notifier()  # systemd's notify protocol, when it runs us (systemd.py)
+        # the data directory is locked and checked, nothing changed yet: store.recover() runs
+        # once the broker's retained acks are known (recover(), when the start-up marker
+        # comes back)
+        self.store = parts.store
         # each plug's version and last update result, for `wattlog nodes` (firmware.py)
-        self.firmware = Firmware(data_dir, base_topic, complaints=self.complaints)
+        self.firmware = parts.firmware
+        self.listeners = [p for p in (parts.firmware, parts.watch) if p is not None]
         self._retained = {}     # node -> the retained ack the broker holds (start-up only)
         self._held_back = []    # (topic, payload) that came before recover(): taken after it
         self._marker = None     # start-up: when it comes back, the retained acks are in
         self._marker_at = None
-        self.client_id = client_id
-        self._marker_topic = "%s/%s/ack" % (base_topic, client_id)
-        self.client, self.host, self.port = client_for(broker_url, client_id, ca, password,
+        self.client_id = s.client_id
+        self._marker_topic = "%s/%s/ack" % (s.base_topic, s.client_id)
+        self.client, self.host, self.port = client_for(s.broker, s.client_id, s.ca, password,
                                                        clean_session=False)
-        self.user = parse_broker(broker_url)[2]
-        self.password_file = password_file  # named when the broker refuses the login
+        self.user = parse_broker(s.broker)[2]
+        self.password_file = s.password_file  # named when the broker refuses the login
         self._lost_at = None    # monotonic time of the last drop, until the broker's uptime
         self._taken = 0         # drops that were another client taking this login
         self._refused_logins = 0
         # the link to the broker, as /api/health and the dashboard's header say it (links.py)
-        self.broker_link = Link("%s:%d" % (self.host, self.port))
+        self.broker_link = parts.link
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message
@@ -110,16 +104,8 @@ class Collector:
         self._failed_commit_at = None
         self._connected_at = 0.0
         self._quick_drops = 0
-        self.sink = sink  # the InfluxDB sink (sink.py): its own thread, from recover() on
-        self.http = self.watch = None
-        if http_listen:  # the HTTP API (api.py): its own thread, started by run()
-            from wattlog.serve import api
-            from wattlog.serve.plugwatch import PlugWatch
-            self.watch = PlugWatch(base_topic)
-            self.http = api.serve(self.store, self.watch, http_listen, broker_url, ca,
-                                  http_read_open, http_token_file, operator_password_file,
-                                  timezone, tariff, base_topic, on_failure=self._http_failed,
-                                  broker_link=self.broker_link, sink=sink)
+        self.sink = parts.sink  # the InfluxDB sink (sink.py): its own thread, from recover() on
+        self.http = parts.http  # the HTTP side (serve/app.py): its own thread, run() starts it
 
     def _http_failed(self):
         self.failed = True
@@ -149,10 +135,9 @@ class Collector:
         self.broker_link.up()
         self._connected_at = time.monotonic()
         base = self.base_topic
-        client.subscribe([("%s/+/readings" % base, 1), ("%s/+/status" % base, 1)]
-                         + self.firmware.topics())
-        if self.watch is not None:  # the plugs' state, log and firmware, for the HTTP API
-            client.subscribe(self.watch.topics())
+        client.subscribe([("%s/+/readings" % base, 1), ("%s/+/status" % base, 1)])
+        for listener in self.listeners:  # firmware; the plug watch for the HTTP side
+            client.subscribe(listener.topics())
         if self._lost_at is not None:  # why was it lost? the broker's uptime tells (_uptime)
             client.subscribe(UPTIME_TOPIC, 0)
         if not self.store.recovered:
@@ -190,7 +175,7 @@ class Collector:
             self.store.recover(retained)
         except OSError as e:
             log.error("cannot make %s agree with what was acknowledged (%s); stopping with "
-                      "nothing changed past that point", self.committer.data_dir, e)
+                      "nothing changed past that point", self.store.data_dir, e)
             self.failed = True
             self._stop = True
             return
@@ -266,8 +251,8 @@ class Collector:
         if topic == UPTIME_TOPIC:
             self._uptime(msg.payload)
             return
-        mine = self.firmware.take(topic, msg.payload)  # plugwatch takes a discovery config too
-        if self.watch is not None and self.watch.take(topic, msg.payload) or mine:
+        taken = [listener.take(topic, msg.payload) for listener in self.listeners]
+        if any(taken):  # each listener sees the message: two take a discovery config
             return
         if topic.endswith("/status"):
             self._on_status(topic, msg.payload)
@@ -335,10 +320,10 @@ class Collector:
             signal.signal(sig, self.stop)
         started = last_status = time.monotonic()
         counted = 0
-        log.info("collecting into %s, committing every %.0f s", self.committer.data_dir,
+        log.info("collecting into %s, committing every %.0f s", self.store.data_dir,
                  self.commit_interval_s)
         try:
-            if self.http is not None and not self.http.start():
+            if self.http is not None and not self.http.start(on_failure=self._http_failed):
                 self.failed = self._stop = True  # it cannot listen: api.py said why
             while not self._stop:
                 now = time.monotonic()
@@ -364,10 +349,11 @@ class Collector:
             if self.client.socket() is not None:
                 self.client.disconnect()
                 self.client.loop(timeout=0.5)
+            st = self.store.status()
             self.store.close(clean=clean)
             log.info("stopped after %.0f s: %d readings in %d batches, %d commits%s",
-                     time.monotonic() - started, self.ingest.readings, self.ingest.batches,
-                     self.committer.commits, self._refused())
+                     time.monotonic() - started, st["readings"], st["batches"], st["commits"],
+                     self._refused())
 
     def _flush_if_due(self, now):
         if self.store.recovered and now - self._flushed_at >= self.summary_interval_s:
@@ -395,14 +381,14 @@ class Collector:
         return True
 
     def _commit_if_due(self, now):
-        oldest = self.ingest.oldest
+        oldest = self.store.oldest_pending()
         if oldest is None:
             return
         if self._failed_commit_at is not None and now - self._failed_commit_at < self.commit_interval_s:
             return
         if now - oldest >= self.commit_interval_s:
             self.commit("interval")
-        elif self.ingest.largest() >= PAGE_SLOTS:
+        elif self.store.fullest_pending() >= PAGE_SLOTS:
             self.commit("a full page")
 
     def commit(self, why):
@@ -411,7 +397,8 @@ class Collector:
             done = self.store.commit()
         except OSError as e:
             log.error("commit failed (%s); keeping %d plugs' points in memory and trying again "
-                      "in %.0f s", e, len(self.ingest.pending), self.commit_interval_s)
+                      "in %.0f s", e, self.store.status()["plugs_pending"],
+                      self.commit_interval_s)
             self._failed_commit_at = time.monotonic()
             return False
         self._failed_commit_at = None
@@ -427,11 +414,12 @@ class Collector:
     def _status(self, since, counted):
         now = time.monotonic()
         self.complaints.flush()
-        new = self.ingest.readings - counted
+        st = self.store.status()
+        new = st["readings"] - counted
         log.info("status: %d readings in %.0f s (%.0f/s) from %d nodes; %d commits%s", new,
-                 now - since, new / max(now - since, 1e-9), len(self.ingest.last_seen),
-                 self.committer.commits, self._refused())
-        return now, self.ingest.readings
+                 now - since, new / max(now - since, 1e-9), st["plugs_heard"], st["commits"],
+                 self._refused())
+        return now, st["readings"]
 
     def _refused(self):
         totals = self.complaints.totals

@@ -22,22 +22,23 @@ clocks change), ISO weeks from Monday, calendar months and years. Tariffs: a fla
 kWh, or day/night prices with the night's local hours (22:00-06:00): each period's energy is
 split at the night's edges with the same boundary rule, and priced by window.
 
-Pending readings (not yet committed) come from pending(node, "energy") -> (unix slot times,
-values) or None, the callable query.Engine takes; they are laid over the stored slots.
+The readings come through the storage interface (store/__init__.py): the collector's store
+lays its pending readings (not yet committed) over the stored slots, a Reader of a data
+directory has none.
 """
 
 import dataclasses
 import datetime
 import math
-import os
 import re
 import time
 import zoneinfo
 
 import numpy as np
 
-from wattlog.store.feeds import Registry, RegistryError
-from wattlog.store.phpfina import Feed, FeedError
+from wattlog.store import open_reader
+from wattlog.store.phpfina import FeedError
+from wattlog.store.reader import StoreError
 
 PERIODS = ("day", "week", "month", "year")
 INTERPOLATE_SLOTS = 6          # "a few slots": a minute at 10 s
@@ -253,17 +254,11 @@ class Counter:
     """A plug's readings over a range as (reading times, monotone energy): the counter with
     resets taken out, so that energy between two times is a difference."""
 
-    def __init__(self, feed, entry, start, end, pending=None):
+    def __init__(self, store, entry, feed, start, end):
         iv = feed.interval
         first = max(feed.slot(start) - 1, 0)            # the reading that ends at start
         stop = max(feed.slot(end) + INTERPOLATE_SLOTS + 1, first)
-        values = feed.read(first, stop)                 # float32: half the memory of a year
-        pend = pending(entry["node"], entry["channel"]) if pending else None
-        if pend is not None and len(pend[0]):
-            pslots = (np.asarray(pend[0], dtype=np.int64) - feed.start) // iv
-            pvals = np.asarray(pend[1], dtype=np.float32)
-            inside = (pslots >= first) & (pslots < stop)
-            values[pslots[inside] - first] = pvals[inside]  # in arrival order: the last wins
+        values = store.read(entry, feed, first, stop)   # float32: half the memory of a year
         have = ~np.isnan(values)
         slots = first + np.flatnonzero(have)
         vals = values[have].astype(np.float64)
@@ -306,9 +301,9 @@ def _r(x):
     return None if x is None or math.isnan(x) else round(float(x), _DIGITS)
 
 
-def energy_table(data_dir, by="day", tz="UTC", tariff=None, start=None, end=None, now=None,
-                 pending=None):
+def energy_table(store, by="day", tz="UTC", tariff=None, start=None, end=None, now=None):
     """kWh (and cost) per plug per local period, each plug's share of the total, and totals.
+    store: the storage interface (or a data directory's path, read as it is on disk).
     start/end: unix seconds (end exclusive); by default from the first reading to now. The
     periods cover the range whole (the first starts at or before start)."""
     if by not in PERIODS:
@@ -319,17 +314,17 @@ def energy_table(data_dir, by="day", tz="UTC", tariff=None, start=None, end=None
                                   or not 0 <= value < 1 << 36):
             raise EnergyError("%s must be unix seconds, not %r" % (name, value))
     now = int(time.time()) if now is None else now
-    try:
-        registry = Registry(data_dir)
-    except RegistryError as e:
-        raise EnergyError(str(e)) from None
-    feed_dir = os.path.join(data_dir, "phpfina")
+    if isinstance(store, str):
+        try:
+            store = open_reader(store)
+        except StoreError as e:
+            raise EnergyError(str(e)) from None
     plugs, notes = [], []
-    for entry in sorted(registry.active(), key=lambda e: e["node"]):
+    for entry in sorted(store.entries(), key=lambda e: e["node"]):
         if entry["channel"] != "energy":
             continue
         try:
-            plugs.append((entry, Feed.open(feed_dir, entry["id"])))
+            plugs.append((entry, store.feed(entry)))
         except FeedError as e:
             notes.append("%s's energy feed is unreadable (%s); it is left out"
                          % (entry["node"], e))
@@ -363,7 +358,7 @@ def energy_table(data_dir, by="day", tz="UTC", tariff=None, start=None, end=None
     rows = []
     kwh_all = np.full((len(plugs), len(spans)), np.nan)
     for i, (entry, feed) in enumerate(plugs):
-        counter = Counter(feed, entry, lo, hi, pending)
+        counter = Counter(store, entry, feed, lo, hi)
         if counter.resets:
             notes.append("%s's energy counter went down %d time%s in this range: counted as a "
                          "reset, from the new value on" % (entry["node"], counter.resets,

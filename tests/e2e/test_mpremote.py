@@ -27,7 +27,7 @@ from helpers import REPO, aligned_past, summary, wattlog
 sys.path.insert(0, str(REPO / "tools" / "lib"))
 
 from fakeboard import FakeBoard, Terminal, firmware_files  # noqa: E402
-from wattlog import durable  # noqa: E402
+from wattlog.store import durable  # noqa: E402
 
 pytestmark = pytest.mark.realtime
 PROMPT_S = 3  # a person (and mpremote, which waits 10 s) gets the prompt well within this

@@ -1,4 +1,4 @@
-"""test_api.py - the HTTP API's own parts (api.py) without a broker: a real aiohttp server on a
+"""test_api.py - the HTTP API's own parts (serve/) without a broker: a real aiohttp server on a
 free loopback port over a real data directory (store.Store, readings committed and pending),
 asked with urllib; PlugWatch fed the bytes plugs publish. The API against real plugs through a
 real mosquitto is tests/e2e/test_api.py."""
@@ -14,7 +14,8 @@ import pytest
 import numpy as np
 
 from batches import T0, batch
-from wattlog.serve import api
+from wattlog.serve import series
+from wattlog.serve.app import Api, Server, parse_listen, read_first_line
 from wattlog.complaints import Complaints
 from wattlog.links import Link
 from wattlog.serve.plugwatch import STATE_KEYS, PlugWatch
@@ -46,9 +47,11 @@ class Served:
             fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             os.write(fd, (token + "\n").encode())
             os.close(fd)
-        self.server = api.serve(self.store, self.watch, "127.0.0.1:0", "mqtt://u@127.0.0.1:9",
-                                read_open=read_open, token_file=token_file,
-                                operator_password_file=operator, broker_link=broker_link)
+        self.server = Server(Api(
+            self.store, self.watch, "mqtt://u@127.0.0.1:9", read_open=read_open,
+            token=read_first_line(token_file, "HTTP token") if token_file else None,
+            operator_password=read_first_line(operator, "operator password") if operator
+            else None, broker_link=broker_link), "127.0.0.1:0")
         assert self.server.start()
 
     def call(self, path, body=None, token=None):
@@ -131,12 +134,12 @@ def test_series_of_several_feeds_in_one_request(served):
     status, out = served.call("/api/series?feed=plug-1/power&feed=plug-1/nope" + rng)
     assert status == 400 and out["error"].startswith("feed 'plug-1/nope' is not NODE/CHANNEL")
     status, out = served.call("/api/series?" + "&".join(["feed=plug-1/power"] * (
-        api.MAX_FEEDS + 1)) + rng)
+        series.MAX_FEEDS + 1)) + rng)
     assert status == 400 and out["error"] == "at most %d feeds in one request, not %d" % (
-        api.MAX_FEEDS, api.MAX_FEEDS + 1)
+        series.MAX_FEEDS, series.MAX_FEEDS + 1)
     # MAX_POINTS in all, not per feed: a request cannot make an answer 50 times bigger
     status, out = served.call("/api/series?" + "&".join(["feed=plug-1/power"] * 4) +
-                              "&start=%d&end=%d&points=%d" % (T0, T0 + 1000, api.MAX_POINTS // 4 + 1))
+                              "&start=%d&end=%d&points=%d" % (T0, T0 + 1000, series.MAX_POINTS // 4 + 1))
     assert status == 400 and "points" in out["error"], out
 
 
@@ -145,8 +148,7 @@ def test_energy_and_emoncms_are_mounted(served):
     included); emoncms's feed API answers under /emoncms."""
     from wattlog import energy
     status, out = served.call("/api/energy?by=day&start=%d&end=%d" % (T0 - 86400, T0 + 86400))
-    want = energy.energy_table(served.store.committer.data_dir, "day", "UTC", None,
-                               T0 - 86400, T0 + 86400, pending=served.store.pending)
+    want = energy.energy_table(served.store, "day", "UTC", None, T0 - 86400, T0 + 86400)
     assert status == 200 and out == json.loads(json.dumps(want))
     assert out["plugs"][0]["total_kwh"] == 0.099  # 1000 Wh .. 1099 Wh: the pending ones too
     status, listed = served.call("/emoncms/feed/list.json")
@@ -269,19 +271,18 @@ def test_plug_watch_reads_what_plugs_publish():
 
 
 def test_listen_addresses():
-    assert api.parse_listen("127.0.0.1:8080") == ("127.0.0.1", 8080)
-    assert api.parse_listen(":8080") == ("127.0.0.1", 8080)
-    assert api.parse_listen("[::1]:80") == ("::1", 80)
+    assert parse_listen("127.0.0.1:8080") == ("127.0.0.1", 8080)
+    assert parse_listen(":8080") == ("127.0.0.1", 8080)
+    assert parse_listen("[::1]:80") == ("::1", 80)
     for bad in ("8080", "host:", "host:http", "h:70000"):
         with pytest.raises(ValueError, match="is not HOST:PORT"):
-            api.parse_listen(bad)
+            parse_listen(bad)
 
 
 def test_a_port_in_use_is_said_and_start_returns_false(tmp_path, caplog):
     s = Served(tmp_path)
     try:
-        other = api.Server(api.Api(s.store, PlugWatch("wattlog")),
-                           "127.0.0.1:%d" % s.server.port)
+        other = Server(Api(s.store, PlugWatch("wattlog")), "127.0.0.1:%d" % s.server.port)
         assert other.start() is False
         assert "cannot listen on 127.0.0.1:%d" % s.server.port in caplog.text
     finally:
@@ -294,15 +295,15 @@ def test_secret_files_are_checked_at_start_and_never_quoted(tmp_path):
     for path, words in ((tmp_path / "missing", "cannot read the HTTP token file"),
                         (empty, "is empty")):
         with pytest.raises(ValueError, match=words):
-            api.read_first_line(str(path), "HTTP token")
+            read_first_line(str(path), "HTTP token")
     secret = tmp_path / "latin1"
     secret.write_bytes(b"s\xe9cret\n")
     with pytest.raises(ValueError) as e:
-        api.read_first_line(str(secret), "HTTP token")
+        read_first_line(str(secret), "HTTP token")
     assert "cret" not in str(e.value).replace(str(secret), "")
     ok = tmp_path / "ok"
     ok.write_text(" tok \n")
-    assert api.read_first_line(str(ok), "HTTP token") == "tok"
+    assert read_first_line(str(ok), "HTTP token") == "tok"
 
 
 def test_the_stream_sends_states_and_ends_when_the_server_stops(served):

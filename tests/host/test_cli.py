@@ -9,6 +9,8 @@ import pytest
 
 from batches import T0
 from wattlog import cli
+from wattlog import times
+from wattlog.cli import common
 from wattlog.store.commit import Committer
 from wattlog.complaints import Complaints
 
@@ -30,8 +32,8 @@ def run(capsys, *argv):
 def test_feeds_lists_every_feed(data, capsys):
     out = run(capsys, "feeds", "--data", data).splitlines()
     assert out[0].split() == ["id", "node", "channel", "unit", "interval", "start", "end", "points"]
-    assert out[1].split() == ["1", "plug-1", "energy", "kWh", "10s", cli.iso(T0), cli.iso(T0), "1"]
-    assert out[2].split() == ["2", "plug-1", "power", "W", "10s", cli.iso(T0), cli.iso(T0 + 20), "3"]
+    assert out[1].split() == ["1", "plug-1", "energy", "kWh", "10s", times.iso(T0), times.iso(T0), "1"]
+    assert out[2].split() == ["2", "plug-1", "power", "W", "10s", times.iso(T0), times.iso(T0 + 20), "3"]
 
 
 def test_export_csv_has_the_slots_with_data_and_with_fill_shows_missing_as_empty(data, capsys):
@@ -74,15 +76,15 @@ def test_errors_are_one_line(data, argv, words):
 
 
 def test_times_can_be_unix_iso_or_relative():
-    assert cli.parse_time("1795170000") == 1795170000
-    assert cli.parse_time("2026-11-21T08:00:00Z") == cli.parse_time("2026-11-21T08:00") == 1795248000
-    assert cli.parse_time("2026-11-21T09:00:00+01:00") == 1795248000
-    assert cli.parse_time("-24h", now=1795248000) == 1795248000 - 86400
-    assert cli.parse_time("now-1.5d", now=1795248000) == 1795248000 - 129600
-    assert cli.parse_time("now", now=1795248000) == cli.parse_time(" now ", now=1795248000) == 1795248000
-    assert cli.parse_time("now+1h", now=1795248000) == cli.parse_time("-3600", now=1795255200)
+    assert times.parse_time("1795170000") == 1795170000
+    assert times.parse_time("2026-11-21T08:00:00Z") == times.parse_time("2026-11-21T08:00") == 1795248000
+    assert times.parse_time("2026-11-21T09:00:00+01:00") == 1795248000
+    assert times.parse_time("-24h", now=1795248000) == 1795248000 - 86400
+    assert times.parse_time("now-1.5d", now=1795248000) == 1795248000 - 129600
+    assert times.parse_time("now", now=1795248000) == times.parse_time(" now ", now=1795248000) == 1795248000
+    assert times.parse_time("now+1h", now=1795248000) == times.parse_time("-3600", now=1795255200)
     with pytest.raises(Exception, match="is not a time"):
-        cli.parse_time("yesterday")
+        times.parse_time("yesterday")
 
 
 def test_export_takes_now_and_a_zone_and_prints_iso_with_the_offset(data, capsys):
@@ -95,7 +97,7 @@ def test_export_takes_now_and_a_zone_and_prints_iso_with_the_offset(data, capsys
     assert rows[:3] == ["2026-11-20T11:20:00+01:00,100.5", "2026-11-20T11:20:10+01:00,",
                         "2026-11-20T11:20:20+01:00,229.26"]
     assert len(rows) >= (int(time.time()) - T0) // 10 - 1  # empty slots up to now
-    assert cli.iso(T0) == "2026-11-20T10:20:00Z"
+    assert times.iso(T0) == "2026-11-20T10:20:00Z"
 
 
 def test_a_range_with_no_data_says_so(data, capsys):
@@ -162,19 +164,19 @@ def test_the_password_comes_from_a_file_or_the_environment(tmp_path, monkeypatch
     """--password-file (its first line) wins over $WATTLOG_MQTT_PASSWORD; errors name the
     file, never its content."""
     monkeypatch.delenv(cli.PASSWORD_ENV, raising=False)
-    assert cli._broker_password(None) is None
+    assert common.broker_password(None) is None
     monkeypatch.setenv(cli.PASSWORD_ENV, "from-env")
-    assert cli._broker_password(None) == "from-env"
+    assert common.broker_password(None) == "from-env"
     pw = tmp_path / "collector.password"
     pw.write_text(SECRET + "\nsecond line\n")
-    assert cli._broker_password(str(pw)) == SECRET
+    assert common.broker_password(str(pw)) == SECRET
     for content, words in ((b"", "is empty"), (b"\xff" + SECRET.encode(), "is not UTF-8 text")):
         pw.write_bytes(content)
         with pytest.raises(cli.CliError, match=words) as e:
-            cli._broker_password(str(pw))
+            common.broker_password(str(pw))
         assert SECRET not in str(e.value)
     with pytest.raises(cli.CliError, match="cannot read the password file .*missing"):
-        cli._broker_password(str(tmp_path / "missing"))
+        common.broker_password(str(tmp_path / "missing"))
 
 
 def test_a_password_without_a_user_is_refused(data):

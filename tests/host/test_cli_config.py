@@ -12,6 +12,7 @@ import pytest
 
 from batches import T0
 from wattlog import cli, settings
+from wattlog.cli import common
 from wattlog.store.commit import Committer
 from wattlog.complaints import Complaints
 from wattlog.settings import SettingsError
@@ -86,15 +87,15 @@ def test_plug_and_ota_log_in_as_the_operator_with_the_configs_broker(config, tmp
     then comes from --password-file or the environment); ota's plugs are the config's
     directory's."""
     parse = cli.build_parser().parse_args
-    s, url, password = cli._operator(parse(["plug", "status", "plug-1"]))
+    s, url, password = common.operator(parse(["plug", "status", "plug-1"]))
     assert (url, password) == ("mqtt://wattlog-operator@10.0.0.5:1884", "operator-secret")
     assert s.tariff == {"price": 0.30, "currency": "EUR"}
     (tmp_path / "other.password").write_text("other-secret\n")
-    _, url, password = cli._operator(parse(["ota", "--all", "--broker", "mqtt://me@10.0.0.6",
+    _, url, password = common.operator(parse(["ota", "--all", "--broker", "mqtt://me@10.0.0.6",
                                             "--password-file",
                                             str(tmp_path / "other.password")]))
     assert (url, password) == ("mqtt://me@10.0.0.6", "other-secret")
-    assert cli._provisioned_dir(s) == str(config.parent)
+    assert common.provisioned_dir(s) == str(config.parent)
 
 
 def test_without_the_environment_the_default_path_is_read_when_it_is_there(

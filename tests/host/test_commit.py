@@ -12,7 +12,8 @@ import pytest
 
 from batches import T0, batch
 from wattlog.store import durable
-from wattlog.collector import Collector
+from wattlog.service import build
+from wattlog.settings import Settings
 from wattlog.store.commit import Committer
 from wattlog.complaints import Complaints
 
@@ -32,7 +33,7 @@ def floats(path):
 
 def offline_collector(data):
     """A collector with no broker, started as if the broker held no retained acks."""
-    col = Collector(str(data), "mqtt://127.0.0.1:1", commit_interval_s=300)
+    col = build(Settings(data_dir=str(data), broker="mqtt://127.0.0.1:1"))
     col.recover({})
     return col
 
@@ -78,9 +79,9 @@ def test_disk_errors_at_fsync_lose_nothing(tmp_path, monkeypatch):
     """fdatasync fails (EIO): the commit is reported failed, commit.json is untouched, the
     points stay pending, and the next commit writes them."""
     col = offline_collector(tmp_path)
-    col.ingest.handle("wattlog/n1/readings", batch([(T0, 5, 1, 230, 0.1)]))
+    col.store.ingest.handle("wattlog/n1/readings", batch([(T0, 5, 1, 230, 0.1)]))
     col.commit("test")
-    col.ingest.handle("wattlog/n1/readings", batch([(T0 + 10, 6, 1, 230, 0.1)]))
+    col.store.ingest.handle("wattlog/n1/readings", batch([(T0 + 10, 6, 1, 230, 0.1)]))
     real = os.fdatasync
 
     def broken(fd):
@@ -88,20 +89,20 @@ def test_disk_errors_at_fsync_lose_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "fdatasync", broken)
     col.commit("test")
     assert load_commit(tmp_path)["feeds"]["1"] == 1
-    assert col.ingest.points("n1", "power") == {T0 + 10: 6.0}
+    assert col.store.ingest.points("n1", "power") == {T0 + 10: 6.0}
     monkeypatch.setattr(os, "fdatasync", real)
     col.commit("test")
     assert load_commit(tmp_path)["feeds"]["1"] == 2
-    power = col.committer.registry.find("n1", "power")["id"]
+    power = col.store.committer.registry.find("n1", "power")["id"]
     assert floats(tmp_path / "phpfina" / ("%d.dat" % power)) == [5.0, 6.0]
-    col.committer.close()
+    col.store.committer.close()
 
 
 def memory_state(col):
-    c = col.committer
+    c = col.store.committer
     return (json.dumps(c.registry.entries, sort_keys=True), sorted(c.feeds),
             dict(c.committed), json.dumps(c.nodes, sort_keys=True), c.generation,
-            json.dumps(col.store.nodes.to_json(), sort_keys=True))
+            json.dumps(col.store.nodes_state.to_json(), sort_keys=True))
 
 
 @pytest.mark.parametrize("where", ["feeds.json", "sidecar", "new feed", "pwrite", "commit.json"])
@@ -111,10 +112,10 @@ def test_a_commit_that_creates_feeds_and_fails_changes_nothing_in_memory(tmp_pat
     in-memory state is as before it (the old code kept the new registry entry, and the retry
     died with a KeyError), nothing is acknowledged, and the retry stores every point."""
     col = offline_collector(tmp_path)
-    col.ingest.handle("wattlog/n1/readings", batch([(T0, 5, 1, 230, 0.1)]))
+    col.store.ingest.handle("wattlog/n1/readings", batch([(T0, 5, 1, 230, 0.1)]))
     col.commit("test")
-    col.ingest.handle("wattlog/n2/readings", batch([(T0, 7, 1, 231, 0.2)]))
-    col.ingest.handle("wattlog/n1/readings", batch([(T0 + 10, 6, 1, 230, 0.1)], seq=1))
+    col.store.ingest.handle("wattlog/n2/readings", batch([(T0, 7, 1, 231, 0.2)]))
+    col.store.ingest.handle("wattlog/n1/readings", batch([(T0 + 10, 6, 1, 230, 0.1)], seq=1))
     before = memory_state(col)
     full = OSError(errno.ENOSPC, "No space left on device")
     real_write_json, real_open, real_pwrite, real_meta = durable.write_json, open, os.pwrite, None
@@ -147,15 +148,15 @@ def test_a_commit_that_creates_feeds_and_fails_changes_nothing_in_memory(tmp_pat
     col.commit("test")
     assert memory_state(col) == before
     assert load_commit(tmp_path)["commit"] == 1
-    assert sorted(col.ingest.pending) == ["n1", "n2"]
-    assert col.ingest.points("n2", "voltage") == {T0: 231.0}
+    assert sorted(col.store.ingest.pending) == ["n1", "n2"]
+    assert col.store.ingest.points("n2", "voltage") == {T0: 231.0}
     monkeypatch.undo()
     col.commit("test")
-    reg = col.committer.registry
+    reg = col.store.committer.registry
     assert floats(tmp_path / "phpfina" / ("%d.dat" % reg.find("n1", "power")["id"])) == [5.0, 6.0]
     assert floats(tmp_path / "phpfina" / ("%d.dat" % reg.find("n2", "power")["id"])) == [7.0]
     assert load_commit(tmp_path)["nodes"]["n2"]["seq"] == 1
-    col.committer.close()
+    col.store.committer.close()
     # and what is on disk is what the next start-up believes
     c = Committer(str(tmp_path), Complaints())
     assert c.committed == {e["id"]: 2 if e["node"] == "n1" else 1 for e in c.registry.active()}
@@ -190,20 +191,20 @@ def test_a_really_full_disk_loses_nothing_and_the_retry_stores_it_all(small_fs):
             pass
     nodes = ["plug-%02d" % i for i in range(40)]
     for i, node in enumerate(nodes):
-        col.ingest.handle("wattlog/%s/readings" % node,
+        col.store.ingest.handle("wattlog/%s/readings" % node,
                           batch([(T0 + 10 * k, 100 + i, k, 230, 0.5) for k in range(50)]))
     before = memory_state(col)
     col.commit("test")
     assert memory_state(col) == before
-    assert len(col.ingest.pending) == len(nodes)
+    assert len(col.store.ingest.pending) == len(nodes)
     filler.unlink()
     col.commit("test")
-    assert not col.ingest.pending
-    reg = col.committer.registry
+    assert not col.store.ingest.pending
+    reg = col.store.committer.registry
     for i, node in enumerate(nodes):
         assert floats(data / "phpfina" / ("%d.dat" % reg.find(node, "power")["id"])) == [100.0 + i] * 50
     assert {n: d["seq"] for n, d in load_commit(data)["nodes"].items()} == {n: 50 for n in nodes}
-    col.committer.close()
+    col.store.committer.close()
 
 
 def test_many_new_plugs_cost_one_registry_write_per_commit(tmp_path, monkeypatch):

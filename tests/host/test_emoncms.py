@@ -36,6 +36,7 @@ from aiohttp import web
 from wattlog.store.commit import Committer
 from wattlog.complaints import Complaints
 from wattlog.serve.emoncms import add_routes, php_float_text
+from wattlog.store import open_reader
 
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
 T0 = int(datetime.datetime(2026, 3, 27, 13, 0, tzinfo=BERLIN).timestamp())  # on the 10 s grid
@@ -75,7 +76,7 @@ class Server:
     def __init__(self, data_dir, timezone="Europe/Berlin"):
         self.loop = asyncio.new_event_loop()
         app = web.Application()
-        add_routes(app, str(data_dir), timezone=timezone)
+        add_routes(app, open_reader(str(data_dir)), timezone=timezone)
         self.runner = web.AppRunner(app)
         self.loop.run_until_complete(self.runner.setup())
         site = web.TCPSite(self.runner, "127.0.0.1", 0)

@@ -6,7 +6,8 @@ that value whatever NaN follows it."""
 import math
 
 from batches import T0, batch
-from wattlog.collector import Collector
+from wattlog.service import build
+from wattlog.settings import Settings
 from wattlog.store.phpfina import Feed
 
 
@@ -21,15 +22,15 @@ def test_the_last_value_past_a_tail_of_missing_slots(tmp_path):
 
 
 def test_the_clock_answer_s_energy_is_the_largest_held_pending_or_stored(tmp_path):
-    col = Collector(str(tmp_path / "data"), "mqtt://127.0.0.1:1", commit_interval_s=300)
+    col = build(Settings(data_dir=str(tmp_path / "data"), broker="mqtt://127.0.0.1:1"))
     col.recover({})
     assert col.store.last_energy("p1") == {}  # a plug it never heard of
-    col.ingest.handle("wattlog/p1/readings", batch([(T0, 3000, 24011, 230, 13),
+    col.store.ingest.handle("wattlog/p1/readings", batch([(T0, 3000, 24011, 230, 13),
                                                      (T0 + 10, None, None, None, None)]))
     assert col.store.last_energy("p1") == {"energy_wh": 24011, "energy_time": T0}  # pending
     col.commit("test")
-    col.ingest.handle("wattlog/p1/readings", batch([(T0 + 20, None, None, None, None)], seq=2))
+    col.store.ingest.handle("wattlog/p1/readings", batch([(T0 + 20, None, None, None, None)], seq=2))
     assert col.store.last_energy("p1") == {"energy_wh": 24011, "energy_time": T0}  # on disk
-    col.ingest.handle("wattlog/p1/readings", batch([(T0 + 30, 3000, 24019, 230, 13)], seq=3))
+    col.store.ingest.handle("wattlog/p1/readings", batch([(T0 + 30, 3000, 24019, 230, 13)], seq=3))
     assert col.store.last_energy("p1") == {"energy_wh": 24019, "energy_time": T0 + 30}
-    col.committer.close()
+    col.store.committer.close()

@@ -1,4 +1,4 @@
-"""test_service.py - the collector as a systemd service (service.py): the unit that
+"""test_service.py - the collector as a systemd service (systemd.py): the unit that
 `wattlog install-service` writes passes `systemd-analyze verify` with nothing to say, the
 notify protocol's messages reach a real unix datagram socket at the pace systemd needs, and
 log lines bound for the journal carry a priority and no time stamp of their own.
@@ -18,8 +18,9 @@ import tempfile
 
 import pytest
 
-from wattlog import cli, service, settings
-from wattlog.collector import Collector
+from wattlog import cli, settings, systemd
+from wattlog.service import build
+from wattlog.settings import Settings
 
 needs_systemd_analyze = pytest.mark.skipif(shutil.which("systemd-analyze") is None,
                                            reason="systemd-analyze is not installed")
@@ -58,8 +59,8 @@ def test_the_unit_passes_systemd_analyze_verify_without_a_warning(tmp_path):
     for line in ("Type=notify", "User=wattlog", "StateDirectory=wattlog",
                  "ConfigurationDirectory=wattlog", "ProtectSystem=strict", "ProtectHome=yes",
                  "NoNewPrivileges=yes", "PrivateTmp=yes", "Restart=on-failure",
-                 "WatchdogSec=%d" % service.WATCHDOG_S,
-                 "RestartPreventExitStatus=%d" % service.CONFIG_EXIT,
+                 "WatchdogSec=%d" % systemd.WATCHDOG_S,
+                 "RestartPreventExitStatus=%d" % systemd.CONFIG_EXIT,
                  "LoadCredential=wattlog.toml:%s/wattlog.toml" % tmp_path,
                  "LoadCredential=wattlog-collector.password:%s/wattlog-collector.password"
                  % tmp_path,
@@ -149,13 +150,13 @@ def test_without_systemd_install_service_changes_nothing_and_says_what_to_run(tm
     path = write_config(tmp_path)
     units = tmp_path / "units"
     units.mkdir()
-    with pytest.raises(service.ServiceError) as e:
-        service.install(path, unit_dir=str(units), booted_dir=str(tmp_path / "not-booted"))
+    with pytest.raises(systemd.ServiceError) as e:
+        systemd.install(path, unit_dir=str(units), booted_dir=str(tmp_path / "not-booted"))
     assert str(e.value) == (
         "this machine does not run systemd (a container, WSL or a NAS box?), so there is no "
         "service to install and nothing was changed: run `%s collect --config %s` in the "
         "foreground, or under the init system this machine has (README: \"Without systemd\")"
-        % (" ".join(service.executable()), path))
+        % (" ".join(systemd.executable()), path))
     assert not list(units.iterdir())
 
 
@@ -185,9 +186,9 @@ class NotifySocket:
 
 @pytest.fixture
 def collector(tmp_path):
-    c = Collector(str(tmp_path / "data"), "mqtt://127.0.0.1:1")  # never connects here
-    yield c
-    c.committer.close()
+    c = build(Settings(data_dir=str(tmp_path / "data"), broker="mqtt://127.0.0.1:1"))
+    yield c  # never connects here
+    c.store.close()
 
 
 @pytest.fixture
@@ -205,7 +206,7 @@ def test_ready_watchdog_status_and_stopping_reach_the_socket_at_their_pace(
     pass of the loop (which runs every 0.2 s or faster); STOPPING=1 at the end."""
     monkeypatch.setenv("WATCHDOG_USEC", "8000000")
     now = [100.0]
-    n = service.Notifier(clock=lambda: now[0])
+    n = systemd.Notifier(clock=lambda: now[0])
     assert n.every_s == 2.0
     n.tick(collector)
     assert notify.received() == [{"STATUS": "starting: connecting to the broker at "
@@ -235,14 +236,14 @@ def test_no_watchdog_for_another_process_and_nothing_without_a_socket(collector,
     monkeypatch.setenv("WATCHDOG_USEC", "8000000")
     monkeypatch.setenv("WATCHDOG_PID", str(os.getpid() + 1))
     now = [100.0]
-    n = service.Notifier(clock=lambda: now[0])
+    n = systemd.Notifier(clock=lambda: now[0])
     assert n.watchdog_s is None
     n.started(collector)
-    now[0] += service.STATUS_EVERY_S
+    now[0] += systemd.STATUS_EVERY_S
     n.tick(collector)
     assert [m.get("WATCHDOG") for m in notify.received()] == [None, None]
     monkeypatch.delenv("NOTIFY_SOCKET")
-    quiet = service.Notifier()
+    quiet = systemd.Notifier()
     quiet.started(collector)
     quiet.tick(collector)
     quiet.stopping(collector)
@@ -263,7 +264,7 @@ def test_log_lines_for_the_journal_carry_a_priority_and_no_time(tmp_path, monkey
                                                                           st.st_ino + 1)):
                 monkeypatch.setenv("JOURNAL_STREAM", stream_id)
                 root.handlers = []
-                service.setup_logging(f)
+                systemd.setup_logging(f)
                 logging.getLogger("wattlog").warning("disk nearly full")
                 logging.getLogger("wattlog").info("commit")
                 f.flush()
@@ -280,5 +281,5 @@ def test_settings_checked_by_install_service_are_the_collectors(tmp_path):
     done = install_service("--config", path, "--print")
     with pytest.raises(settings.SettingsError) as e:
         settings.load(path)
-    assert done.returncode == service.CONFIG_EXIT
+    assert done.returncode == systemd.CONFIG_EXIT
     assert done.stderr == "wattlog install-service: %s\n" % e.value

@@ -10,9 +10,10 @@ import sys
 
 import pytest
 
-from wattlog import cli, settings
+from wattlog import cli, service, settings
+from wattlog.cli import common
 from wattlog.fleet.provision import COLLECTOR, OPERATOR, password_file, provision
-from wattlog.service import CONFIG_EXIT, credentials
+from wattlog.systemd import CONFIG_EXIT, credentials
 from wattlog.settings import Settings, SettingsError
 
 SECRET = "hunter2-not-to-be-shown"
@@ -192,13 +193,13 @@ plug-a = "Washing machine, left"
                                 str(tmp_path / "influx.password"), 30.0,
                                 {"plug-a": "Washing machine, left"})
     assert ("influx.password", str(tmp_path / "influx.password")) in credentials(s)  # systemd
-    sink = cli._influx_sink(collect_settings(parse("--config", path)))
+    sink = service.sink(collect_settings(parse("--config", path)))
     assert (sink.writer.target.host, sink.writer.target.port, sink.writer.target.rp) == \
         ("db.local", 8087, "year")
     assert sink.schema.name == "sp3s" and sink.writer.timeout_s == 30.0
     assert sink.schema.series("plug-a", "power") == "Washing\\ machine\\,\\ left usage="
     assert Settings().influx_url is None and \
-        cli._influx_sink(collect_settings(parse("--data", "d"))) is None  # no table, no flag
+        service.sink(collect_settings(parse("--data", "d"))) is None  # no table, no flag
 
 
 def test_influx_flags_win_over_the_influx_table(tmp_path):
@@ -206,7 +207,7 @@ def test_influx_flags_win_over_the_influx_table(tmp_path):
     wins for the node it names, the config's other names stay."""
     path = config(tmp_path, '[influx]\nurl = "influx://cfg/db"\nschema = "sp3s"\n'
                             'timeout = 30\n[influx.names]\nplug-a = "Washer"\nplug-b = "Fridge"\n')
-    sink = cli._influx_sink(collect_settings(parse(
+    sink = service.sink(collect_settings(parse(
         "--config", path, "--data", str(tmp_path), "--influx", "influx://flag:9999/db2",
         "--influx-timeout", "3", "--influx-name", "plug-a=Dryer")))
     assert (sink.writer.target.host, sink.writer.target.port, sink.writer.target.database) == \
@@ -215,7 +216,7 @@ def test_influx_flags_win_over_the_influx_table(tmp_path):
     assert sink.schema.names == {"plug-a": "Dryer", "plug-b": "Fridge"}
     s = collect_settings(parse("--config", path, "--data", str(tmp_path), "--influx-schema",
                                "default"))
-    assert cli._influx_sink(s).schema.name == "default"
+    assert service.sink(s).schema.name == "default"
 
 
 def test_a_config_that_is_missing_or_not_toml_is_named(tmp_path):
@@ -243,7 +244,7 @@ def parse(*argv):
 
 def collect_settings(args):
     """What `wattlog collect` runs from (cli._settings, every file it reads checked)."""
-    return cli._settings(args, settings.FILES)
+    return common.command_settings(args, settings.FILES)
 
 
 def test_a_flag_given_wins_over_the_config_and_the_config_over_the_default(tmp_path):
@@ -262,10 +263,10 @@ def test_a_flag_given_wins_over_the_config_and_the_config_over_the_default(tmp_p
     assert (s.client_id, s.status_interval_s, s.max_future_s) == ("wattlog-collector", 60.0,
                                                                  3600)
     s = collect_settings(parse("--config", path))
-    assert cli._check_broker(s.broker, s.password_file) == "from-the-config"  # the config's file
+    assert common.check_broker(s.broker, s.password_file) == "from-the-config"  # the config's file
     (tmp_path / "other").write_text("from-the-flag\n")
     s = collect_settings(parse("--config", path, "--password-file", str(tmp_path / "other")))
-    assert cli._check_broker(s.broker, s.password_file) == "from-the-flag"
+    assert common.check_broker(s.broker, s.password_file) == "from-the-flag"
 
 
 def test_without_a_config_the_flags_and_defaults_are_as_before(tmp_path):

@@ -2,7 +2,7 @@
 directly, and whether a storm of requests delays the collector's commits and acks.
 
 1. Latency. One feed of a year of 10 s slots (tools/bench/query.py's data), committed through
-   the real commit path and summarised, served by api.py on a loopback port in this process;
+   the real commit path and summarised, served by serve/app.py on a loopback port in this process;
    the same three questions as tools/bench/query (the year in ~1000 buckets, a month in
    ~1000, a day raw) asked through HTTP on one keep-alive connection (http.client) and of
    Engine.series directly. Median ms of repeated runs after a warm-up; "added" is the
@@ -40,7 +40,7 @@ from broker import Broker, free_port  # noqa: E402
 from influxd import wait_logged  # noqa: E402
 from query import QUESTIONS, START, YEAR_SLOTS, year_of_data  # noqa: E402
 from writeload import COMMIT_S, SPEED, sped_up_plugs, stop  # noqa: E402
-from wattlog import api  # noqa: E402
+from wattlog.serve.app import Api, Server  # noqa: E402
 from wattlog.complaints import Complaints  # noqa: E402
 from wattlog.serve.plugwatch import PlugWatch  # noqa: E402
 from wattlog.fleet.provision import COLLECTOR  # noqa: E402
@@ -74,8 +74,7 @@ def latency(runs):
         entry = store.committer.registry.find("bench", "power")
         feed = store.committer.feeds[entry["id"]]
         engine = Engine(store.committer.summaries, lambda fid: None, store.pending)
-        server = api.serve(store, PlugWatch("wattlog"), "127.0.0.1:0", "mqtt://u@127.0.0.1:9",
-                           read_open=True)
+        server = Server(Api(store, PlugWatch("wattlog"), "mqtt://u@127.0.0.1:9"), "127.0.0.1:0")
         if not server.start():
             raise SystemExit("the API did not start")
         conn = HTTPConnection("127.0.0.1", server.port)

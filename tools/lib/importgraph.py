@@ -57,7 +57,11 @@ def imports(name, path, known):
             if node.level:
                 parts = package.split(".")
                 base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
-            targets = [base] + ["%s.%s" % (base, a.name) for a in node.names]
+            subs = ["%s.%s" % (base, a.name) for a in node.names]
+            # `from package import module` runs the package's __init__, but what the module
+            # depends on is the module: the arrow goes there, not to the package
+            targets = [t for t in subs if t in known] or [base]
+            targets += [base] if any(t not in known for t in subs) else []
         else:
             continue
         for target in targets:

@@ -46,7 +46,6 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import paho.mqtt.client as mqtt
 
 from wattlog.store import durable
 from wattlog.mqtt import client_for

@@ -52,7 +52,6 @@ import asyncio
 import decimal
 import json
 import math
-import os
 import re
 import time
 
@@ -60,8 +59,7 @@ import numpy as np
 from aiohttp import web
 
 from wattlog.serve import phpdate
-from wattlog.store.feeds import Registry, RegistryError
-from wattlog.store.phpfina import Feed, FeedError
+from wattlog.store.phpfina import FeedError
 
 MAX_DATAPOINTS = 20000  # emoncms default-settings.ini
 # emoncms counts points only for a numeric interval, and from a rounded interval; beyond this
@@ -380,30 +378,28 @@ def get_data(meta, q, default_zone):
 # -- HTTP ------------------------------------------------------------------------------------
 
 class Source:
-    """The data directory as emoncms feeds: the registry read afresh for each request (the
-    collector may add feeds), and a feed's files opened only for an id it lists."""
+    """The store's feeds as emoncms feeds: the store's entries read for each request (the
+    collector may add feeds), and a feed's grid opened only for an id it lists."""
 
-    def __init__(self, data_dir):
-        self.data_dir = data_dir
-        self.feed_dir = os.path.join(data_dir, "phpfina")
+    def __init__(self, store):
+        self.store = store
 
     def entries(self):
-        try:
-            return {e["id"]: e for e in Registry(self.data_dir).active()}
-        except RegistryError as e:
-            raise web.HTTPServiceUnavailable(text=php_json(
-                {"success": False, "message": str(e)}), content_type="application/json")
+        return {e["id"]: e for e in self.store.entries()}
 
     def meta(self, feed_id):
-        """Meta of an active feed, None if there is none or its files cannot be read."""
+        """Meta of an active feed, None if there is none or it cannot be read."""
+        entry = self.store.lookup(str(feed_id))
+        if entry is None or entry.get("quarantined"):
+            return None
         try:
-            return Meta(Feed.open(self.feed_dir, feed_id))
+            return Meta(self.store.feed(entry))
         except (FeedError, OSError):
             return None
 
     def row(self, entry, with_meta=False):
         meta = self.meta(entry["id"])
-        size = 16 + os.stat(meta.feed.dat_path).st_size if meta else 0
+        size = 16 + 4 * meta.npoints if meta else 0  # the .meta and the float32 .dat
         last = lastvalue(meta) if meta else {"time": None, "value": None}
         row = {"id": str(entry["id"]), "userid": "1", "name": entry["channel"],
                "tag": entry["node"], "public": "1", "size": str(size), "engine": "5",
@@ -432,10 +428,11 @@ def _reply(obj, status=200):
     return web.Response(text=php_json(obj), status=status, content_type="application/json")
 
 
-def add_routes(app, data_dir, prefix="/emoncms", timezone="UTC"):
-    """Register emoncms's read-only feed API under `prefix`; `timezone` stands in for the
-    emoncms user's zone (the default of the timezone parameter)."""
-    source = Source(data_dir)
+def add_routes(app, store, prefix="/emoncms", timezone="UTC"):
+    """Register emoncms's read-only feed API over the store's feeds (its interface: store/)
+    under `prefix`; `timezone` stands in for the emoncms user's zone (the default of the
+    timezone parameter)."""
+    source = Source(store)
     no_feed = {"success": False, "message": "Feed does not exist"}
 
     async def handle(request):

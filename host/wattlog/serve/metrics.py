@@ -1,9 +1,9 @@
-"""metrics.py - the collector's Prometheus metrics (GET /metrics on the HTTP side, api.py),
+"""metrics.py - the collector's Prometheus metrics (GET /metrics on the HTTP side, plugs.py),
 read from the collector's state when Prometheus scrapes, never counted on the way.
 
-    m = Metrics(store, watch, writes)   # a prometheus_client collector over a store.Store,
-    m.sink = sink                       # a plugwatch.PlugWatch and a diskwrites.WriteMeter;
-                                        # the InfluxDB sink (sink.py) when there is one
+    m = Metrics(store, watch, writes, sink)   # a prometheus_client collector over the store's
+                                        # status() and nodes(), a plugwatch.PlugWatch, a
+                                        # diskwrites.WriteMeter and the InfluxDB sink, if any
     body, content_type = m.exposition(request.headers.get("Accept"))
 
 Per plug (label node):
@@ -68,11 +68,11 @@ def _number(value):
 class Metrics:
     """A prometheus_client custom collector over the collector's parts (module docstring)."""
 
-    def __init__(self, store, watch, writes=None):
-        self.store = store
+    def __init__(self, store, watch, writes=None, sink=None):
+        self.store = store    # its interface (store/__init__.py): status() and nodes()
         self.watch = watch
         self.writes = writes  # diskwrites.WriteMeter: this process's write_bytes since it started
-        self.sink = None
+        self.sink = sink      # the InfluxDB sink (bridges/sink.py), if it is on
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
         ProcessCollector(registry=self.registry)
@@ -111,35 +111,33 @@ class Metrics:
                 energy.add_metric([node], kwh)
             if plug["status"] in ("online", "offline"):
                 online.add_metric([node], 1.0 if plug["status"] == "online" else 0.0)
-        last_seen = dict(self.store.ingest.last_seen)
-        for node, t in sorted(last_seen.items()):
-            seen.add_metric([node], float(t))
-        nodes = self.store.nodes
-        states = dict(nodes.state) if nodes is not None else {}
-        for node, st in sorted(states.items()):
-            lost.add_metric([node], float(st.lost))
+        for node, st in self.store.nodes().items():
+            if st["last_batch"] is not None:
+                seen.add_metric([node], float(st["last_batch"]))
+            if st["boot"] is not None:
+                lost.add_metric([node], float(st["lost"]))
         yield from gauges.values()
         yield from (energy, online, seen, lost)
 
     def _collector(self):
-        ingest, committer = self.store.ingest, self.store.committer
+        st = self.store.status()
         yield CounterMetricFamily("wattlog_readings", "Readings taken in since the collector "
-                                  "started", value=ingest.readings)
+                                  "started", value=st["readings"])
         yield CounterMetricFamily("wattlog_batches", "Readings batches taken in since the "
-                                  "collector started", value=ingest.batches)
+                                  "collector started", value=st["batches"])
         refused = CounterMetricFamily("wattlog_refused", "Bad input refused, by kind "
                                       "(the collector's log says each kind in words)",
                                       labels=["kind"])
-        for kind, n in sorted(dict(self.store.complaints.totals).items()):
+        for kind, n in sorted(st["refused"].items()):
             refused.add_metric([kind], n)
         yield refused
         yield CounterMetricFamily("wattlog_commits", "Commits since the collector started",
-                                  value=committer.commits)
+                                  value=st["commits"])
         yield SummaryMetricFamily("wattlog_commit_duration_seconds", "Time the commits took "
                                   "(writes, fdatasync, commit.json)",
-                                  count_value=committer.commits, sum_value=committer.commit_s)
+                                  count_value=st["commits"], sum_value=st["commit_s"])
         yield GaugeMetricFamily("wattlog_pending_points", "Points taken in and not committed "
-                                "yet", value=sum(list(ingest.counts.values())))
+                                "yet", value=st["pending_points"])
         writes = self.writes
         if writes is not None:
             writes.sample()

@@ -139,6 +139,10 @@ class Feed:
         """Unix time just past the last stored slot."""
         return self.time(self.npoints())
 
+    def first_at(self, t):
+        """The first slot at or after unix time t (0 when t lies before the feed)."""
+        return max(self.slot(t + self.interval - 1), 0)
+
     # -- reading -----------------------------------------------------------------------------
 
     def read(self, first, stop):

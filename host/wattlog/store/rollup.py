@@ -31,7 +31,6 @@ leaves state.json describing entries that are on disk and right, and a commit.js
 feed's .dat gets 72 page writes in 6 h and its summaries 4 (one a level) plus state.json.
 """
 
-import json
 import os
 
 import numpy as np

@@ -1,0 +1,313 @@
+"""data.py - the verbs that read or mend a data directory: feeds, nodes, export and energy read
+it through the storage interface (store/), repair and rebuild mend the PHPFina engine's own
+files (feeds.json from the feeds' sidecars; the query summaries from the feeds).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from wattlog.cli.common import (CliError, UsageError, command_settings, data_dir, data_path,
+                                print_table, reader)
+from wattlog.store.commit import Committer, StartError
+from wattlog.store.feeds import Registry, RegistryError
+from wattlog.store.phpfina import FeedError
+from wattlog.times import iso, storable_time, zone
+
+
+def cmd_feeds(args):
+    data = data_path(args)
+    store = reader(data)
+    rows = [("id", "node", "channel", "unit", "interval", "start", "end", "points")]
+    for e in store.entries(quarantined=True):
+        head = (str(e["id"]), e["node"], e["channel"], e["unit"], "%ds" % e["interval"])
+        if e.get("quarantined"):
+            rows.append(head + ("quarantined:", e["quarantined"], ""))
+            continue
+        try:
+            feed = store.feed(e)
+            n = feed.npoints()
+            rows.append(head[:4] + ("%ds" % feed.interval, iso(feed.start),
+                                    iso(feed.time(n - 1)) if n else "-", str(n)))
+        except FeedError as err:
+            rows.append(head + ("unreadable:", err.reason, ""))
+    if len(rows) == 1:
+        print("no feeds yet in %s" % data)
+        return
+    print_table(rows)
+
+
+def cmd_nodes(args):
+    """Per node, from the store: what is on disk and acknowledged, and what was lost; from
+    firmware.json: the version it runs and its last over-the-air update's result."""
+    from wattlog.fleet import firmware
+    data = data_path(args)
+    stored = reader(data).nodes()
+    try:
+        versions = firmware.read(data)
+    except ValueError as e:
+        raise CliError("%s; the collector makes it again from what the plugs announce"
+                       % e) from None
+    found = []
+    for node in sorted(set(stored) | set(versions)):
+        st = stored.get(node) or {"boot": None, "boots": 0, "acked_seq": None, "gaps": 0,
+                                  "lost": 0, "ring_drops": 0, "last_seen": None}
+        fw = versions.get(node) or {"firmware": None, "update": None}
+        found.append(dict({k: st[k] for k in ("last_seen", "boot", "boots", "acked_seq", "gaps",
+                                              "lost", "ring_drops")},
+                          node=node, version=fw["firmware"], update=fw["update"]))
+    if args.json:  # the table's columns, for programs: unix seconds, whole numbers
+        print(json.dumps(found))
+        return
+    if not found:
+        print("no node has been acknowledged yet in %s" % data)
+        return
+    rows = [("node", "last seen", "boot", "boots", "acked seq", "gaps", "lost readings",
+             "ring drops", "version", "update")]
+    for n in found:
+        rows.append((n["node"], iso(n["last_seen"]) if n["last_seen"] else "-",
+                     "-" if n["boot"] is None else "%08x" % n["boot"], str(n["boots"]),
+                     "-" if n["acked_seq"] is None else str(n["acked_seq"]), str(n["gaps"]),
+                     str(n["lost"]), str(n["ring_drops"]), n["version"] or "-",
+                     firmware.describe(n["update"])))
+    print_table(rows)
+
+
+def cmd_repair(args):
+    """Rebuild a damaged feeds.json from the feeds' sidecar files (feeds.py)."""
+    from wattlog.store import datalock
+    from wattlog.store.feeds import rebuild
+    data = data_path(args)
+    try:
+        lock = datalock.lock(data, "repair")
+    except datalock.Locked as e:
+        raise CliError(str(e)) from None
+    try:
+        try:
+            Registry(data)
+            if not args.force:
+                print("%s is sound: nothing to repair (--force rebuilds it anyway)"
+                      % os.path.join(data, "feeds.json"))
+                return
+        except RegistryError as e:
+            print("%s" % e)
+        registry, notes = rebuild(data)
+        for note in notes:
+            print("note: " + note)
+        if not registry.entries:
+            raise CliError("no feed sidecars (phpfina/<id>.json) in %s: nothing to rebuild "
+                           "from; restore feeds.json from a backup" % data)
+        old = registry.path
+        if os.path.exists(old):
+            kept = "%s.damaged-%s" % (old, time.strftime("%Y%m%dT%H%M%S", time.gmtime()))
+            os.replace(old, kept)
+            print("kept the old registry as %s" % kept)
+        registry.save()
+        active = registry.active()
+        print("rebuilt %s: %d feeds of %d nodes (%d quarantined)"
+              % (old, len(active), len({e["node"] for e in active}),
+                 len(registry.entries) - len(active)))
+    finally:
+        os.close(lock)
+
+
+def cmd_rebuild(args):
+    """Recompute every feed's query summaries from its .dat (rollup.py), with progress."""
+    from wattlog.complaints import Complaints
+    data = data_path(args)
+    try:
+        committer = Committer(data, Complaints())
+    except (RegistryError, StartError) as e:
+        raise CliError(str(e)) from None
+    try:
+        committer.stale = {fid: 0 for fid in committer.feeds}
+        tty = sys.stderr.isatty()
+
+        def progress(done, total):
+            if tty or done == total:
+                sys.stderr.write("%srebuild: %d/%d feeds%s" % ("\r" if tty else "", done, total,
+                                                              "" if tty and done < total else "\n"))
+        written = committer.flush_summaries(progress)
+    finally:
+        committer.close()
+    print("rebuilt the summaries of %d feeds in %s (%d bytes)"
+          % (len(committer.feeds), os.path.join(data, "summaries"), written))
+
+
+def value_text(v):
+    """float32 in its shortest exact form; '' for NaN (no data)."""
+    return "" if np.isnan(v) else np.format_float_positional(v, unique=True, trim="-")
+
+
+def cmd_export(args):
+    s = command_settings(args)
+    data = data_dir(s.data_dir)
+    tz = args.tz or zone(s.timezone)
+    store = reader(data)
+    entry = store.lookup(args.feed)
+    if entry is None:
+        raise CliError("no feed %r in %s; `wattlog feeds` lists them" % (args.feed, data))
+    if entry.get("quarantined"):
+        raise CliError("feed %s is quarantined: %s" % (args.feed, entry["quarantined"]))
+    try:
+        feed = store.feed(entry)
+    except FeedError as e:
+        raise CliError(str(e)) from None
+    try:
+        start = feed.start if args.start is None else storable_time(args.start, "--start", tz)
+        end = feed.end() if args.end is None else storable_time(args.end, "--end", tz)
+    except argparse.ArgumentTypeError as e:
+        raise UsageError(str(e)) from None
+    if args.start is not None and args.end is not None and end <= start:
+        raise UsageError("--start %s is not before --end %s: nothing lies between them"
+                         % (iso(start, tz), iso(end, tz)))
+    first = feed.first_at(start)
+    stop = max(feed.first_at(end), first)  # slots before end
+    if not args.fill:  # past the stored slots there is nothing to print
+        stop = max(min(stop, feed.npoints()), first)
+    if min(stop, feed.npoints()) <= first:
+        sys.stderr.write("export: no data from %s to %s; %s holds %s\n" % (
+            iso(start, tz), iso(end, tz), args.feed,
+            "nothing yet" if not feed.npoints() else "%s to %s" % (
+                iso(feed.start, tz), iso(feed.time(feed.npoints() - 1), tz))))
+    write_export(feed, entry, first, stop, args, tz)
+
+
+def write_export(feed, entry, first, stop, args, tz):
+    """The slots first..stop as CSV or JSON on stdout: those with data, or with --fill every
+    one (empty, or null, where there is none); a progress line on a terminal."""
+    when = (lambda t: iso(int(t), tz)) if args.times == "iso" else (lambda t: "%d" % t)
+    out = sys.stdout
+    progress = sys.stderr.isatty() and stop - first > 200000
+    chunk = 50000
+    if args.format == "json":
+        out.write('{"feed": %d, "node": %s, "channel": %s, "unit": %s, "interval": %d, "data": ['
+                  % (feed.id, json.dumps(entry["node"]), json.dumps(entry["channel"]),
+                     json.dumps(entry["unit"]), feed.interval))
+    else:
+        out.write("time,%s_%s\n" % (entry["channel"], entry["unit"]))
+    sep = ""
+    for lo in range(first, stop, chunk):
+        hi = min(lo + chunk, stop)
+        values = feed.read(lo, hi)
+        times = feed.time(lo) + feed.interval * np.arange(hi - lo)
+        if not args.fill:
+            keep = ~np.isnan(values)
+            times, values = times[keep], values[keep]
+        if args.format == "json":
+            for t, v in zip(times, values):
+                text = value_text(v)
+                out.write('%s[%s, %s]' % (sep, when(t) if args.times == "unix" else
+                                          json.dumps(when(t)), text or "null"))
+                sep = ", "
+        else:
+            out.write("".join("%s,%s\n" % (when(t), value_text(v)) for t, v in zip(times, values)))
+        if progress:
+            sys.stderr.write("\rexport: %3.0f%%" % (100.0 * (hi - first) / (stop - first)))
+    if args.format == "json":
+        out.write("]}\n")
+    if progress:
+        sys.stderr.write("\rexport: done      \n")
+
+
+def cmd_energy(args):
+    """kWh (and cost) per plug per local period, with totals: energy.energy_table, printed. The
+    config's timezone and [tariff] count unless a flag says otherwise. When the config's
+    collector serves HTTP, the table is its /api/energy: the readings it holds in memory, not
+    yet committed, count too, so both say the same at the same moment."""
+    from wattlog.energy import EnergyError, Tariff, energy_table
+    s = command_settings(args)
+    data = data_dir(s.data_dir)
+    try:
+        tariff = Tariff.parse(args.tariff, args.currency) if args.tariff else \
+            Tariff.from_settings(s.tariff) if s.tariff else None
+        tz = zone(s.timezone)
+        start = storable_time(args.start, "--from", tz) if args.start else None
+        end = storable_time(args.end, "--to", tz) if args.end else None
+    except (EnergyError, argparse.ArgumentTypeError) as e:
+        raise UsageError(str(e)) from None
+    if start is not None and end is not None and end <= start:
+        raise UsageError("--from %s is not before --to %s" % (iso(start, tz), iso(end, tz)))
+    table = None
+    if s.http_listen and not args.tariff and not args.timezone:
+        table = collector_energy(s, data, args.by, start, end)
+    if table is None:
+        try:
+            table = energy_table(data, args.by, s.timezone, tariff, start, end)
+        except EnergyError as e:
+            raise CliError(str(e)) from None
+    for note in table["notes"]:
+        print("note: " + note, file=sys.stderr)
+    if not table["plugs"]:
+        print("no energy feeds yet in %s" % data)
+        return
+    print(energy_text(table))
+
+
+def collector_energy(s, data, by, start, end):
+    """The running collector's /api/energy for the same question, or None when no collector
+    writes `data` (then the files hold everything). A collector that runs but does not answer
+    is said in a note: the figures then lack what it has not committed."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+    from wattlog.store import datalock
+    if datalock.holder(data) is None:
+        return None
+    host, _, port = s.http_listen.rpartition(":")
+    host = {"0.0.0.0": "127.0.0.1", "[::]": "[::1]", "::": "[::1]"}.get(host, host)
+    query = urllib.parse.urlencode([("by", by)] + [(k, v) for k, v in (("start", start),
+                                                                        ("end", end)) if v])
+    request = urllib.request.Request("http://%s:%s/api/energy?%s" % (host, port, query))
+    if s.http_token_file:
+        try:
+            with open(s.http_token_file) as f:
+                request.add_header("Authorization", "Bearer " + f.readline().strip())
+        except OSError:
+            pass  # reading may be open; if not, the answer says so below
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.load(answer)
+    except (OSError, ValueError) as e:
+        print("note: the collector writing %s did not answer at %s (%s): the readings it has "
+              "not committed yet are not counted" % (data, s.http_listen,
+                                                      getattr(e, "reason", e)), file=sys.stderr)
+        return None
+
+
+def energy_text(table):
+    """The table as text: a row per period, kWh (and cost) per plug, then the totals."""
+    def num(x, digits):
+        return "-" if x is None else "%.*f" % (digits, x)
+    cost = table["tariff"] is not None
+    head = [table["by"]]
+    for plug in table["plugs"]:
+        head += [plug["node"] + " kWh"] + ([table["tariff"]["currency"]] if cost else [])
+    head += ["total kWh"] + (["total " + table["tariff"]["currency"]] if cost else [])
+    rows = [head]
+    lines = table["plugs"] + [dict(table["totals"], node="total")]
+    for k, period in enumerate(table["periods"]):
+        row = [period["label"] + ("" if period["hours"] in (24, 168) or table["by"] in
+                                  ("month", "year") else " (%gh)" % period["hours"])]
+        for line in lines:
+            row.append(num(line["kwh"][k], 3))
+            if cost:
+                row.append(num(line["cost"][k], 2))
+        rows.append(row)
+    total = ["total"]
+    for line in lines:
+        total.append(num(line["total_kwh"], 3))
+        if cost:
+            total.append(num(line["total_cost"], 2))
+    rows.append(total)
+    share = ["share"] + sum(([num(None if p["total_share"] is None else 100 * p["total_share"],
+                                  1) + "%"] + ([""] if cost else []) for p in table["plugs"]), [])
+    rows.append(share + [""] * (len(head) - len(share)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    return "\n".join("  ".join(c.rjust(w) if i else c.ljust(w)
+                               for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+                     for r in rows)
