@@ -16,6 +16,14 @@ sim.json in the flash folder (tools/simnode writes it), or from the `sim` argume
                  false: Ctrl-C ends the process (tools/simnode), and the node sends first.
                  The end of a run (clock.RunEnded) is no Ctrl-C at a REPL: the node sends
                  first either way (repl reads False once the clock has ended the run)
+The relay (the board's "relay" pin) switches the load: while it is open the simulated meter
+or chip sees 0 W and 0 A (the voltage stays: the chip measures the mains before the relay),
+as a plug's does. Before the contacts move, whatever integrates the load (meter.py's meter, a
+chip's Truth) catches up with the present, so a slot switched half-way holds what was drawn
+until the switch. A board without a relay pin, or one the node has not driven yet (a test
+that drives a meter alone), powers its load all the time.
+Each simulated plug has a MAC of its own (mac_for: from its node id), as real plugs do: Home
+Assistant's discovery names the device by it, and merges devices that share one.
 RTC memory lives in a file that survives a reset (the process restarting) but not a power cut
 (simnode --power-cut deletes it). The watchdog counts node time and resets the plug when
 starved (SimWatchdog). A reset ends the process with RESET_EXIT, which tools/simnode and
@@ -23,6 +31,7 @@ tools/fakeboard take as "boot it again"; the world's clock goes on: the node tim
 kept in CLOCK_FILE for the next boot of a free-running plug.
 """
 
+import hashlib
 import json
 import os
 import sys
@@ -51,6 +60,28 @@ class SimPin:
 
     def off(self):
         self._value = 0
+
+
+class SimRelay(SimPin):
+    """The relay's GPIO, and the contacts it drives: the load is powered while they are closed
+    (the pin at its "on" level, after the board's "inverted"). Each of `loads` (switch(on))
+    is told before its power changes."""
+
+    def __init__(self, inverted):
+        super().__init__(0)
+        self._inverted = 1 if inverted else 0
+        self.closed = True  # until the node drives the pin
+        self.loads = []
+
+    def value(self, v=None):
+        if v is None:
+            return self._value
+        SimPin.value(self, v)
+        closed = self._value != self._inverted
+        if closed != self.closed:
+            for load in self.loads:
+                load.switch(closed)
+            self.closed = closed
 
 
 class SimPixel:
@@ -134,6 +165,15 @@ def read_settings(path):
     return settings
 
 
+def mac_for(node_id):
+    """A simulated plug's MAC: locally administered (02:...), its other five bytes the first
+    of the sha256 of its node id, so that each simulated plug has its own. A plug with no
+    node id (its id is then made from the MAC) gets 02:00:00:00:00:01."""
+    if not node_id:
+        return b"\x02\x00\x00\x00\x00\x01"
+    return b"\x02" + hashlib.sha256(node_id.encode()).digest()[:5]
+
+
 class Board:
     def __init__(self, board, cfg=None, sim=None, flash_dir="."):
         if sim is None:
@@ -148,13 +188,19 @@ class Board:
         self._ntp_ms = None
         if "ntp_after_s" in sim:  # the RTC starts unset; NTP answers after that much time
             self._ntp_ms = self.clock.time_ms() + sim["ntp_after_s"] * 1000
+        self._mac = mac_for(cfg.get("node_id") if cfg else None)
         self.pins = {}
+        self.relay = SimRelay(board.get("inverted", {}).get("relay"))
+        relay_pin = board.get("pins", {}).get("relay")
+        if relay_pin is not None:
+            self.pins[relay_pin] = self.relay
         self.chip = None
         chip = board.get("chip")
         if chip and chip != "sim":
             from wattsim.chips import create
             self.chip = create(chip, self.clock, self.profile, board, sim.get("faults", {}),
                                self.pin)
+            self.relay.loads.append(self.chip)
         self.rtc = SimRTCMemory(os.getenv("WATTNODE_RTC") or flash_dir + "/.rtc-memory")
 
     @property
@@ -202,7 +248,7 @@ class Board:
         self.clock.set_time(self.clock.true_s())
 
     def mac(self):
-        return b"\x02\x00\x00\x00\x00\x01"  # a locally administered address
+        return self._mac
 
     def urandom(self, n):
         return os.urandom(n)

@@ -20,7 +20,8 @@ Faults, from sim.json's "faults" (tools/simnode --faults) or set on the chip by 
   wrap              the chip's energy counter starts just short of its wrap
   storm_hz          the pulse counters see this extra rate (interference)
   error             {"power": 1.03, ...}: the chip reads that much high (for calibration)
-The load, the counters and the UART buffer they are built from are in parts.py.
+The load, the counters and the UART buffer they are built from are in parts.py; the load
+draws nothing while the plug's relay is open (board.SimRelay calls switch()).
 """
 
 from wattsim.parts import SimCounter, SimUART, Truth, put24be, put24le
@@ -68,6 +69,10 @@ class _Chip:
         if not self.silent:
             self._frozen = e // quantum_uj100 + offset + self._storm(t)
         return self._frozen
+
+    def switch(self, on):
+        """The relay (board.SimRelay) powers the load or stops powering it, now."""
+        self.truth.switch(on, self.clock.time_ms())
 
     def produce(self, uart):
         pass

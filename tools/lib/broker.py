@@ -17,7 +17,10 @@ provisioned, gives each user one session: a second client of the same user takes
 one's place.
 
 It binds 127.0.0.1 only, keeps no persistence file, logs to <dir>/mosquitto.log, and is
-stopped (SIGTERM, then SIGKILL after 5 s) when the block ends. stop()/start() restart it on
+stopped (SIGTERM, then SIGKILL after 5 s) when the block ends. It runs in a session of its
+own: a Ctrl-C at the terminal reaches the whole foreground process group, and the program
+that started the broker (tools/demo, pytest) stops what uses it before stopping it; a broker
+gone first leaves a collector trying to reach it. stop()/start() restart it on
 the same port. It runs as the user who starts it (`user` in its config): started as root,
 mosquitto would switch to the user "mosquitto", which cannot reach a test's private temporary
 directory (tests/e2e/test_broker_security.py starts one as the README says, dropping to it).
@@ -166,7 +169,8 @@ class Broker:
         wrong broker."""
         before = self._log_text().count(_RUNNING)
         self.proc = subprocess.Popen([mosquitto_path(), "-c", self.conf],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
         deadline = time.monotonic() + 10
         while self._log_text().count(_RUNNING) <= before:
             if self.proc.poll() is not None:
