@@ -253,12 +253,13 @@ def test_each_demo_plug_is_a_device_of_its_own_in_home_assistant(broker, simnode
     for name in names:
         simnodes(broker.port, name, "--profile", name, "--speed", "max", "--start",
                  aligned_past(60), "--then-realtime")
-    listener = Listener(broker, "homeassistant/device/+/config")
-    try:
-        said = {name: json.loads(listener.wait("homeassistant/device/%s/config" % name)[0])
-                for name in names}
-    finally:
-        listener.close()
+    said = {}
+    for name in names:  # a listener each: one's wait() drops what is not its topic
+        listener = Listener(broker, "homeassistant/device/%s/config" % name)
+        try:
+            said[name] = json.loads(listener.wait("homeassistant/device/%s/config" % name)[0])
+        finally:
+            listener.close()
     macs = {name: said[name]["dev"]["connections"] for name in names}
     assert macs["washer"] != macs["fridge"], macs
     for name in names:
