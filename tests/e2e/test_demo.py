@@ -148,13 +148,39 @@ class Demo:
         self.wait_for("look at the data", 10)  # its output is read to the end
         return rc
 
+    def close(self):
+        """If it still runs (a test failed), SIGTERM: it stops its parts in order."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # its parts get SIGTERM then
+                self.proc.wait()
+
     def text(self):
         return "\n".join(self.lines)
 
-    def produced(self):
-        """{plug: readings it produced}, from the line saying the plugs stopped."""
+    def kept(self):
+        """{plug: readings it produced and did not drop}, from the line saying the plugs
+        stopped (a plug drops its oldest when its memory fills faster than the collector
+        acknowledges, as at the speed of a short --backfill on a busy machine)."""
         line = self.wait_for("  the plugs stopped in ", 0)
-        return {n: int(k) for n, k in re.findall(r"(\w+) (\d+) readings?", line.split(": ", 1)[1])}
+        return {n: int(k) - int(d or 0) for n, k, d in re.findall(
+            r"(\w+) (\d+) readings?(?: \((\d+) dropped)?", line.split(": ", 1)[1])}
+
+
+@pytest.fixture
+def demos():
+    """start(cwd, *args): a Demo, ended when the test ends, pass or fail."""
+    started = []
+
+    def start(cwd, *args):
+        started.append(Demo(cwd, *args))
+        return started[-1]
+    yield start
+    for demo in started:
+        demo.close()
 
 
 def stored(data, node):
@@ -171,12 +197,23 @@ def stored(data, node):
     return power, energy, t
 
 
+def rises(power, energy):
+    """(what the energy counter rose by between neighbouring stored slots, what the stored
+    power drew in the later slot of each pair, the runs of such pairs), in kWh: they agree to
+    within the counter's 1 Wh rounding per run when no slot was measured twice."""
+    pairs = ~np.isnan(power[1:]) & ~np.isnan(energy[1:]) & ~np.isnan(energy[:-1])
+    rise = np.diff(energy.astype(float))[pairs].sum()
+    drawn = power[1:].astype(float)[pairs].sum() * 10 / 3.6e6
+    return float(rise), float(drawn), int(np.count_nonzero(np.diff(pairs.astype(int)) == 1)) + 1
+
+
 def logs_of(demo):
     return demo.wait_for("  logs in ", 0).split("logs in ", 1)[1].split(";")[0]
 
 
 @pytest.mark.realtime
-def test_ctrl_c_stops_plugs_collector_broker_in_order_and_data_goes_on_from_there(tmp_path):
+def test_ctrl_c_stops_plugs_collector_broker_in_order_and_data_goes_on_from_there(tmp_path,
+                                                                                 demos):
     """A Ctrl-C, sent as a terminal sends it (SIGINT to the demo's whole process group), once
     the plugs have caught up: the demo stops the plugs, then the collector, then mosquitto,
     saying each; the collector never lost its broker, and every reading a plug produced is
@@ -188,7 +225,7 @@ def test_ctrl_c_stops_plugs_collector_broker_in_order_and_data_goes_on_from_ther
     day again over the stored one: the counter went on from the stored total and counted the
     day twice.) Real time: the demo's backfill and a Ctrl-C at a wall-clock moment."""
     data = tmp_path / "data"
-    first = Demo(tmp_path, "--nodes", 2, "--backfill", 8, "--data", data)
+    first = demos(tmp_path, "--nodes", 2, "--backfill", 8, "--data", data)
     first.wait_for("backfill done in")
     first.ctrl_c()
     assert first.end(STOPPED_S) == 0, first.text()
@@ -202,46 +239,46 @@ def test_ctrl_c_stops_plugs_collector_broker_in_order_and_data_goes_on_from_ther
     with open(os.path.join(logs_of(first), "collector.log")) as f:
         log = f.read()
     assert "lost the broker" not in log and "cannot reach the broker" not in log, log
-    produced = first.produced()
-    assert set(produced) == {"washer", "fridge"} and min(produced.values()) >= 8640, produced
+    produced = first.kept()
+    assert set(produced) == {"washer", "fridge"}, produced
     for node, n in produced.items():
         power, energy, _ = stored(data, node)
         assert np.count_nonzero(~np.isnan(power)) == n, node
 
-    second = Demo(tmp_path, "--nodes", 2, "--backfill", 8, "--duration", 10, "--data", data)
+    second = demos(tmp_path, "--nodes", 2, "--backfill", 8, "--duration", 10, "--data", data)
     assert second.end(120) == 0, second.text()
-    more = second.produced()
+    more = second.kept()
     for node in produced:
         power, energy, _ = stored(data, node)
         assert np.count_nonzero(~np.isnan(power)) == produced[node] + more[node], node
-        counted = energy[~np.isnan(energy)]
-        assert np.all(np.diff(counted) >= 0), node
-        drawn_kwh = float(np.nansum(power.astype(float))) * 10 / 3.6e6
-        assert abs((counted[-1] - counted[0]) - drawn_kwh) <= 0.005, (node, counted[-1],
-                                                                       counted[0], drawn_kwh)
+        assert np.all(np.diff(energy[~np.isnan(energy)]) >= 0), node
+        rise_kwh, drawn_kwh, runs = rises(power, energy)
+        assert abs(rise_kwh - drawn_kwh) <= 0.001 * (runs + 1), (node, rise_kwh, drawn_kwh)
     second.wait_for("  continuing in %s: each plug replays from the slot after its latest stored "
                     "one" % data, 0)
 
 
 @pytest.mark.realtime
-def test_a_run_without_data_starts_on_a_clean_demo_directory(tmp_path):
-    """Run twice in the same folder without --data: the second says it starts on a clean
-    ./demo-data, and what is stored afterwards begins where its replay began, its energy
-    counter never going down. (It replayed the last 24 h over the first run's day: the
-    counter of a new plug started at 0 again over the stored one.) Real time: two demo runs."""
-    runs, first_slots = [], []
-    for _ in range(2):
-        demo = Demo(tmp_path, "--nodes", 1, "--backfill", 4, "--duration", 6)
+def test_a_run_without_data_starts_on_a_clean_demo_directory(tmp_path, demos):
+    """Run twice in the same folder without --data, with two plugs, then with one: the
+    second says it starts on a clean ./demo-data, and afterwards the folder holds its plug's
+    readings only, the first run's second plug gone with the rest, the energy counter never
+    going down. (It replayed the last 24 h over the first run's data, which stayed: a new
+    plug's counter started at 0 again over the stored one.) Real time: two demo runs."""
+    runs = []
+    for nodes in (2, 1):
+        demo = demos(tmp_path, "--nodes", nodes, "--backfill", 8, "--duration", 10)
         assert demo.end(120) == 0, demo.text()
         runs.append(demo)
-        power, energy, first_slot = stored(tmp_path / "demo-data", "washer")
-        first_slots.append(first_slot)
-    assert first_slots[1] > first_slots[0]  # nothing of the first run's is left
+    data = tmp_path / "demo-data"
+    assert {e["node"] for e in Registry(str(data)).active()} == {"washer"}
+    power, energy, first_slot = stored(data, "washer")
+    assert np.count_nonzero(~np.isnan(power)) == runs[1].kept()["washer"]
     assert np.all(np.diff(energy[~np.isnan(energy)]) >= 0)
     assert not [line for line in runs[0].lines if "on a clean" in line]
     runs[1].wait_for("  on a clean ./demo-data: the previous run's data is removed", 0)
     began = re.search(r"the last 24 h \(from (\S+)Z\)", runs[1].wait_for("the plugs replay", 0))
-    assert time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(first_slots[1])) == began.group(1)
+    assert time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(first_slot)) == began.group(1)
 
 
 def test_each_demo_plug_is_a_device_of_its_own_in_home_assistant(broker, simnodes):

@@ -25,9 +25,10 @@ same plug: its energy total (a plug on a new flash, with a new broker that retai
 it, would count from 0 again), its relay, an update it took.
 
 A Ctrl-C from the terminal reaches the whole foreground process group; the broker, the
-collector and the plugs each run in a session of their own (broker.py, simnode.py), so that
-only the demo hears it and stops them in order (a broker gone first would leave the collector
-trying to reach it).
+collector and the plugs each run in a session of their own, so that only the demo hears it
+and stops them in order (a broker gone first would leave the collector trying to reach it).
+Should the demo itself die, even by SIGKILL, each gets SIGTERM (broker.terminate_with_parent):
+none outlives it.
 
 With --ota, once the plugs have caught up it updates them all over the air, as an owner
 updates real plugs (README, "Updates over the air"): `wattlog ota --all` as wattlog-operator
@@ -50,7 +51,7 @@ import sys
 import tempfile
 import time
 
-from broker import Broker, free_port
+from broker import Broker, free_port, terminate_with_parent
 from demoplugs import PLUG_STOP_S, Plug, replay_line, replay_starts, speed_for
 from demoview import Watch, plot, progress_bar
 from wattlog import datalock
@@ -63,17 +64,15 @@ COLLECTOR_STOP_S = 60  # its final commit: a slow disk takes seconds
 
 def wait_for_line(path, text, proc, stop, timeout_s=30.0):
     """Plugs must not publish before the collector subscribes: the broker keeps nothing for a
-    subscriber that does not exist yet. False if a stop was asked for meanwhile."""
+    subscriber that does not exist yet. True once its log says `text`; False if a stop was
+    asked for meanwhile; None if it ended or did not say it in time."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and proc.poll() is None and stop.empty():
         with open(path) as f:
             if text in f.read():
                 return True
         time.sleep(0.1)
-    if not stop.empty():
-        return False
-    with open(path) as f:
-        sys.exit("tools/demo: the collector did not start:\n" + f.read())
+    return False if not stop.empty() else None
 
 
 def clean(path):
@@ -89,6 +88,8 @@ def clean(path):
         fd = datalock.lock(path, "tools/demo")
     except datalock.Locked as e:
         sys.exit("tools/demo: %s" % e)
+    except OSError as e:
+        sys.exit("tools/demo: cannot lock %s to remove it (%s)" % (path, e.strerror))
     try:
         shutil.rmtree(path)
     except OSError as e:
@@ -99,33 +100,40 @@ def clean(path):
     return True
 
 
+def collector_ended(rc):
+    """How the collector ended, from its exit status after SIGTERM, in a few words."""
+    if rc == 0:
+        return "committed what was pending and stopped"
+    if rc == -signal.SIGKILL:
+        return "was killed: its final commit took longer than %d s" % COLLECTOR_STOP_S
+    if rc < 0:
+        return "ended by %s" % signal.Signals(-rc).name
+    return "ended with status %d (see collector.log)" % rc
+
+
 def stop_all(plugs, collector, broker):
-    """The plugs (each sends what it holds), then the collector (it commits what is pending),
-    then the broker, a line for each: the parts after it in this order are the ones each
-    needs to stop cleanly."""
+    """The plugs, then the collector, then the broker, a line for each: each part stops while
+    what it needs still runs (a plug sends what it holds through the broker; the collector
+    commits it, then acknowledges through the broker)."""
     began = time.monotonic()
     for p in plugs.values():
         p.interrupt()
     ended = [p.finish(began + PLUG_STOP_S) for p in plugs.values()]
     if ended:
-        print("  the plugs stopped in %.1f s, each after sending what it held: %s"
-              % (time.monotonic() - began, ", ".join(ended)), flush=True)
-    if collector is not None:
-        began = time.monotonic()
-        if collector.poll() is None:
-            collector.send_signal(signal.SIGTERM)
-            try:
-                collector.wait(COLLECTOR_STOP_S)
-            except subprocess.TimeoutExpired:
-                collector.kill()
-                collector.wait()
-        rc = collector.returncode
-        print("  the collector %s in %.1f s" % (
-            "committed what was pending and stopped" if rc == 0 else
-            "was killed: its final commit took longer than %d s" % COLLECTOR_STOP_S
-            if rc == -signal.SIGKILL else "ended by %s" % signal.Signals(-rc).name if rc < 0
-            else "ended with status %d (see collector.log)" % rc, time.monotonic() - began),
+        print("  the plugs stopped in %.1f s%s: %s" % (
+            time.monotonic() - began, ", each after sending what it held"
+            if all(clean for clean, _ in ended) else "", ", ".join(said for _, said in ended)),
             flush=True)
+    began = time.monotonic()
+    if collector.poll() is None:
+        collector.send_signal(signal.SIGTERM)
+        try:
+            collector.wait(COLLECTOR_STOP_S)
+        except subprocess.TimeoutExpired:
+            collector.kill()
+            collector.wait()
+    print("  the collector %s in %.1f s" % (collector_ended(collector.returncode),
+                                            time.monotonic() - began), flush=True)
     began = time.monotonic()
     broker.stop()
     print("  mosquitto stopped in %.1f s" % (time.monotonic() - began), flush=True)
@@ -142,7 +150,7 @@ def start_update(broker, args, logs, parallel):
          "--dir", broker.auth, "--broker", "mqtt://%s@127.0.0.1:%d" % (OPERATOR, broker.port),
          "--password-file", broker.password_file(OPERATOR)] + build,
         stdout=subprocess.PIPE, stderr=open(os.path.join(logs, "ota.log"), "w"), text=True,
-        start_new_session=True)
+        start_new_session=True, preexec_fn=terminate_with_parent)
 
 
 def parse_args():
@@ -180,7 +188,7 @@ def start_collector(broker, data, logs):
          "--listen", "127.0.0.1:%d" % http_port, "--http-token-file", token_file,
          "--operator-password-file", broker.password_file(OPERATOR)],
         stdout=subprocess.DEVNULL, stderr=open(os.path.join(logs, "collector.log"), "w"),
-        start_new_session=True)
+        start_new_session=True, preexec_fn=terminate_with_parent)
     return proc, http_port, token_file
 
 
@@ -281,7 +289,7 @@ def main():
     data = args.data or DEFAULT_DATA
     cleaned = args.data is None and clean(data)
     logs = tempfile.mkdtemp(prefix="wattlog-demo-")
-    broker = Broker(os.path.join(logs, "mosquitto")).start()
+    broker = Broker(os.path.join(logs, "mosquitto"), die_with_parent=True).start()
     names = [PROFILES[i % 3] + ("" if i < 3 else "-%d" % (i // 3 + 1)) for i in range(args.nodes)]
     print("wattlog demo: mosquitto on 127.0.0.1:%d, the collector writing to %s, %d simulated "
           "plug%s" % (broker.port, os.path.abspath(data), args.nodes, "" if args.nodes == 1 else "s"))
@@ -293,7 +301,15 @@ def main():
     collector, http_port, token_file = start_collector(broker, data, logs)
     plugs = {}
     watch = None
-    if wait_for_line(os.path.join(logs, "collector.log"), "listening on", collector, stop):
+    log = os.path.join(logs, "collector.log")
+    up = wait_for_line(log, "listening on", collector, stop)
+    if up is None:
+        if collector.poll() is None:
+            collector.kill()
+        broker.stop()
+        with open(log) as f:
+            sys.exit("tools/demo: the collector did not start:\n" + f.read())
+    if up:
         print("  the dashboard: http://127.0.0.1:%d/  (to switch relays, give it the token in %s)"
               % (http_port, token_file), flush=True)
         watch = Watch(broker)

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 
+from broker import terminate_with_parent
 from wattlog.feeds import Registry
 from wattlog.phpfina import Feed, FeedError
 
@@ -97,7 +98,8 @@ class Plug:
              "127.0.0.1:%d" % broker.port, "--profile", profile, "--speed", str(speed),
              "--start", str(start), "--then-realtime",
              "--flash", os.path.join(data, PLUG_FLASH, name)] + broker.node_args(name),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+            preexec_fn=terminate_with_parent)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -119,24 +121,26 @@ class Plug:
             self.proc.send_signal(signal.SIGINT)  # simnode: the node sends what it holds, stops
 
     def finish(self, deadline):
-        """Wait for it to stop, until time.monotonic() reaches `deadline` (then kill it); how
-        it ended, in a few words."""
+        """Wait for it to stop, until time.monotonic() reaches `deadline` (then kill it);
+        (True if it stopped cleanly with nothing unsent, how it ended in a few words)."""
         try:
             self.proc.wait(max(0.0, deadline - time.monotonic()))
-            killed = False
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-            killed = True
+            self._reader.join(5)
+            return False, "%s killed after %d s (see %s)" % (self.name, PLUG_STOP_S,
+                                                             self.log_path)
         self._reader.join(5)
-        if killed:
-            return "%s killed after %d s (see %s)" % (self.name, PLUG_STOP_S, self.log_path)
         if not self.summaries:
-            return "%s ended without its summary (see %s)" % (self.name, self.log_path)
+            return False, "%s ended without its summary (see %s)" % (self.name, self.log_path)
         unsent = self.summaries[-1]["never_sent"]
         n = self.produced()
-        return "%s %d reading%s%s" % (self.name, n, "" if n == 1 else "s",
-                                      " (%d never sent)" % unsent if unsent else "")
+        dropped = sum(s["dropped"] for s in self.summaries)
+        return not unsent, "%s %d reading%s%s%s" % (
+            self.name, n, "" if n == 1 else "s",
+            " (%d dropped: its memory filled faster than the collector acknowledged)" % dropped
+            if dropped else "", " (%d never sent)" % unsent if unsent else "")
 
     def produced(self):
         return sum(s["produced"] for s in self.summaries)
