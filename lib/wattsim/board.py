@@ -166,9 +166,9 @@ def read_settings(path):
 
 
 def mac_for(node_id):
-    """A simulated plug's MAC: locally administered (02:...), its other five bytes the first
-    of the sha256 of its node id, so that each simulated plug has its own. A plug with no
-    node id (its id is then made from the MAC) gets 02:00:00:00:00:01."""
+    """A simulated plug's MAC: locally administered (02:...), then the first five bytes of
+    the sha256 of its node id, so that each simulated plug has its own. A plug with no node
+    id (its id is then made from the MAC) gets 02:00:00:00:00:01."""
     if not node_id:
         return b"\x02\x00\x00\x00\x00\x01"
     return b"\x02" + hashlib.sha256(node_id.encode()).digest()[:5]

@@ -20,10 +20,10 @@ seconds, in the past):
                    condition.
 When node time reaches the present the run ends - RunEnded, a KeyboardInterrupt, so it ends as
 Ctrl-C ends tools/simnode's run: the node sends what it holds first (start.stopped) - or, with
-then_realtime, carries on at real speed, saying so once on standard output (PRESENT_LINE, at
-once for a clock that starts at the present:
-tools/demo hears there when each plug has caught up; the plug's state says it only after
-the next slot, up to a slot of real time later).
+then_realtime, carries on at real speed. Either way it says so once on standard output
+(PRESENT_LINE; a clock that starts at the present says it at once): tools/demo hears there
+when each plug has caught up, which the plug's state says only after the next slot, up to a
+slot of real time later.
 
 Time bases, each a small int (below 2**30 on a 32-bit port) for 12 days of node time:
   time_ms()    node ms since the run began: what the chips and the watchdog count

@@ -44,7 +44,8 @@ def main():
                                  capture_output=True, text=True).stdout
         done = re.search(r"backfill done in ([0-9.]+) s", out)
         if done is None:
-            sys.exit("tools/bench/demo: run %d never said its backfill was done:\n%s" % (k + 1, out))
+            sys.exit("tools/bench/demo: run %d never said its backfill was done:\n%s"
+                     % (k + 1, out))
         took.append(float(done.group(1)))
         print("run %d: backfill done in %.1f s; %s" % (k + 1, took[-1], load()), flush=True)
     print("backfill: %.1f s to %.1f s over %d runs" % (min(took), max(took), len(took)))

@@ -22,10 +22,11 @@ own: a Ctrl-C at the terminal reaches the whole foreground process group, and th
 that started the broker (tools/demo, pytest) stops what uses it before stopping it; a broker
 gone first leaves a collector trying to reach it. Broker(..., die_with_parent=True) also
 has it stopped (SIGTERM) when the thread that started it ends, the process with it, even by
-SIGKILL (terminate_with_parent()): tools/demo's parts never outlive it. stop()/start() restart it on
-the same port. It runs as the user who starts it (`user` in its config): started as root,
-mosquitto would switch to the user "mosquitto", which cannot reach a test's private temporary
-directory (tests/e2e/test_broker_security.py starts one as the README says, dropping to it).
+SIGKILL (terminate_with_parent(): tools/demo's parts never outlive it). stop()/start()
+restart it on the same port. It runs as the user who starts it (`user` in its config):
+started as root, mosquitto would switch to the user "mosquitto", which cannot reach a test's
+private temporary directory (tests/e2e/test_broker_security.py starts one as the README
+says, dropping to it).
 New users are provisioned while it runs: mosquitto rereads its password file and ACL on
 SIGHUP, and says so in its log, which is what the wait is for.
 """

@@ -292,7 +292,8 @@ def main():
     broker = Broker(os.path.join(logs, "mosquitto"), die_with_parent=True).start()
     names = [PROFILES[i % 3] + ("" if i < 3 else "-%d" % (i // 3 + 1)) for i in range(args.nodes)]
     print("wattlog demo: mosquitto on 127.0.0.1:%d, the collector writing to %s, %d simulated "
-          "plug%s" % (broker.port, os.path.abspath(data), args.nodes, "" if args.nodes == 1 else "s"))
+          "plug%s" % (broker.port, os.path.abspath(data), args.nodes,
+                      "" if args.nodes == 1 else "s"))
     if cleaned:
         print("  on a clean ./%s: the previous run's data is removed (--data DIR keeps a run's "
               "data and goes on from it)" % data)

@@ -70,15 +70,18 @@ def speed_for(start, at, arrive):
 
 def replay_line(plugs, now, data, arrive_s):
     """What the plugs replay, at what speed, and when they are set to reach the present."""
-    when = "set to reach the present %.0f s after the demo started, then run in real time" % arrive_s
+    when = ("set to reach the present %.0f s after the demo started, then run in real time"
+            % arrive_s)
     first = day_ago(now)
     if all(p.start == first for p in plugs.values()):
         return "  the plugs replay the last 24 h (from %s) at %dx, %s" % (
             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(first)),
             next(iter(plugs.values())).speed, when)
-    return "  continuing in %s: each plug replays from the slot after its latest stored one (%s), %s" % (
-        data, ", ".join("%s from %s at %dx" % (p.name, time.strftime("%H:%M:%SZ", time.gmtime(p.start)),
-                                              p.speed) for p in plugs.values()), when)
+    each = ", ".join("%s from %s at %dx" % (p.name, time.strftime("%H:%M:%SZ",
+                                                                  time.gmtime(p.start)), p.speed)
+                     for p in plugs.values())
+    return ("  continuing in %s: each plug replays from the slot after its latest stored one "
+            "(%s), %s" % (data, each, when))
 
 
 class Plug:
