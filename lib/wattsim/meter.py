@@ -6,7 +6,7 @@ second by second from the previous poll up to the clock's current whole second o
 the sum of the profile's per-second power over it, whatever the polling rhythm, and the mean
 voltage and current are the means of the per-second values. That exactness is what lets the
 end-to-end tests compute every stored slot independently. While the plug's relay is open
-(board.SimRelay calls switch()) the load draws nothing: 0 W and 0 A at the mains voltage;
+(the board calls switch()) the load draws nothing: 0 W and 0 A at the mains voltage;
 the seconds before a switch are counted in the old state first, the second it happens in and
 those after in the new one.
 """
@@ -25,7 +25,7 @@ class SimMeter(Meter):
         self.powered = True
         self._t = clock.true_s()
 
-    def switch(self, on):
+    def switch(self, on, t_ms):
         """The relay powers the load (on) or not, from the present second."""
         self.poll()
         self.powered = on
@@ -47,5 +47,5 @@ def create(board, hw, cal):
     """meters.DRIVERS["sim"]: the simulated board's profile, measured on its clock, powered
     through its relay."""
     meter = SimMeter(hw.clock, hw.profile)
-    hw.relay.loads.append(meter)
+    hw.loads.append(meter)
     return meter

@@ -1,7 +1,7 @@
 """test_simplug.py - the simulated plug behaves as a plug does where the node cannot tell it
 apart: the relay switches the load (an open relay draws nothing, for the exact meter and for
-a simulated chip, and what was drawn until the switch stays counted), and each plug has a MAC
-of its own. tests/e2e/test_demo.py checks both through MQTT."""
+a simulated chip, and what was drawn until the switch stays counted), and a plug has the
+MAC its settings give it. tests/e2e/test_demo.py checks both through MQTT."""
 
 import os
 import unittest
@@ -9,7 +9,7 @@ import unittest
 from wattnode import meters
 from wattnode.calib import Calibration
 from wattnode.relay import RELAY_FILE, Controls
-from wattsim.board import Board, mac_for
+from wattsim.board import Board
 from rig import START_UNIX, Rig, board_file
 
 DIR = "/tmp"
@@ -75,11 +75,10 @@ class TestRelaySwitchesTheLoad(unittest.TestCase):
 
 
 class TestMac(unittest.TestCase):
-    def test_each_simulated_plug_has_its_own_locally_administered_mac(self):
-        a = Board(board_file("sim"), {"node_id": "washer"}, {}, DIR).mac()
-        b = Board(board_file("sim"), {"node_id": "fridge"}, {}, DIR).mac()
-        self.assertTrue(a != b and len(a) == len(b) == 6)
-        self.assertTrue(a[0] == b[0] == 0x02)  # locally administered, unicast
-        self.assertEqual(a, mac_for("washer"))
-        self.assertEqual(Board(board_file("sim"), {"node_id": None}, {}, DIR).mac(),
+    def test_the_plug_has_the_mac_its_settings_give_it(self):
+        """tools/simnode gives each plug its own (from its node id: tests/e2e/test_demo.py);
+        without one, a simulated plug says 02:00:00:00:00:01."""
+        hw = Board(board_file("sim"), {"node_id": "washer"}, {"mac": "02a1b2c3d4e5"}, DIR)
+        self.assertEqual(hw.mac(), b"\x02\xa1\xb2\xc3\xd4\xe5")
+        self.assertEqual(Board(board_file("sim"), {"node_id": "washer"}, {}, DIR).mac(),
                          b"\x02\x00\x00\x00\x00\x01")
