@@ -50,6 +50,7 @@ def test_the_demo_says_what_it_measured_and_updates_its_plugs_over_the_air(tmp_p
     proc = subprocess.Popen([str(REPO / "tools" / "demo"), "--nodes", "2", "--backfill", "8",
                              "--duration", "25", "--data", str(tmp_path / "data"), "--ota",
                              "--build", str(tmp_path / "build")],
+                            env=dict(os.environ, TMPDIR=str(tmp_path)),  # its logs folder here
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []
     try:
