@@ -25,7 +25,8 @@ tools/simnode's launch line, tools/fakeboard's ROM, the device tests' rig.
 The simulated world's settings are not the plug's: they live in sim.json beside config.json
 (tools/simnode writes it; board.py reads it): load profile, clock (start, speed or "max",
 then_realtime), chip faults, when NTP answers, when the loop crashes, whether a REPL follows
-Ctrl-C. Modules: board, clock, chips and parts (the metering chips), meter, profiles (loads).
+Ctrl-C. Modules: board, clock, chips and parts (the metering chips: bl0937, cse7766 and
+bl0942, one per family, imported for a board that has it), meter, profiles (loads).
 """
 
 

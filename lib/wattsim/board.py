@@ -14,12 +14,23 @@ sim.json in the flash folder (tools/simnode writes it), or from the `sim` argume
                  when its config.json names one of them, as a plug's radio does (and says at
                  every boot when it names none: wattnode/start.py). Without it the network
                  is the host's, always up
+  mac            its Wi-Fi MAC, 12 hex digits (default DEFAULT_MAC); tools/simnode gives each
+                 plug its own (simnode.mac_for: from its node id)
   ntp_after_s    the RTC starts unset (as after a power cut) and the LAN's NTP server answers
                  only after that much node time
   repl           true: a Ctrl-C hands the plug to the REPL, as on a plug (tools/fakeboard);
                  false: Ctrl-C ends the process (tools/simnode), and the node sends first.
                  The end of a run (clock.RunEnded) is no Ctrl-C at a REPL: the node sends
                  first either way (repl reads False once the clock has ended the run)
+The relay (the board's "relay" pin) switches the load: while it is open the simulated meter
+or chip sees 0 W and 0 A (the voltage stays: the chip measures the mains before the relay),
+as a plug's does. Before the contacts move, whatever integrates the load (`loads`: meter.py's
+meter, a chip's Truth) catches up with the present, so a slot switched half-way holds what
+was drawn until the switch. The relay is closed until the node drives its pin (a test that
+drives a meter alone measures the load); a board without one powers its load all the time.
+A simulated plug's MAC is the settings' "mac": tools/simnode gives each plug its own, as real
+plugs have (Home Assistant's discovery names the device by it, and merges devices that share
+one); the MicroPython side only reads it, so that making it costs the plug's heap nothing.
 RTC memory lives in a file that survives a reset (the process restarting) but not a power cut
 (simnode --power-cut deletes it). The watchdog counts node time and resets the plug when
 starved (SimWatchdog). A reset ends the process with RESET_EXIT, which tools/simnode and
@@ -30,6 +41,7 @@ kept in CLOCK_FILE for the next boot of a free-running plug.
 import json
 import os
 import sys
+from binascii import unhexlify
 
 from wattnode import wire
 from wattsim.clock import SimClock
@@ -37,24 +49,30 @@ from wattsim.clock import SimClock
 RESET_EXIT = 3  # the process's exit status for "reset me" (tools/simnode, tools/fakeboard)
 SETTINGS_FILE = "sim.json"
 CLOCK_FILE = ".sim-clock"  # true unix seconds reached when the plug last reset
+DEFAULT_MAC = "020000000001"
 
 
 class SimPin:
-    """A GPIO: what the node writes, the simulated chip reads (SEL), and the other way round."""
+    """A GPIO: what the node writes, the simulated chip reads (SEL), and the other way round.
+    `moved` (the relay's) hears each new level before the pin takes it."""
 
-    def __init__(self, value=0):
+    def __init__(self, value=0, moved=None):
         self._value = value
+        self._moved = moved
 
     def value(self, v=None):
         if v is None:
             return self._value
-        self._value = 1 if v else 0
+        v = 1 if v else 0
+        if v != self._value and self._moved:
+            self._moved(v)
+        self._value = v
 
     def on(self):
-        self._value = 1
+        self.value(1)
 
     def off(self):
-        self._value = 0
+        self.value(0)
 
 
 class SimPixel:
@@ -148,6 +166,7 @@ class Board:
         in_range = sim.get("wifi")
         self.wireless = in_range is not None
         self._joined = not self.wireless or (cfg or {}).get("wifi", {}).get("ssid") in in_range
+        self._mac_hex = sim.get("mac", DEFAULT_MAC)
         self.profile = sim.get("profile", "constant")
         self.clock = SimClock(sim.get("start"), sim.get("speed", 1),
                               sim.get("then_realtime", False), sim.get("crash_after_s"),
@@ -156,12 +175,18 @@ class Board:
         if "ntp_after_s" in sim:  # the RTC starts unset; NTP answers after that much time
             self._ntp_ms = self.clock.time_ms() + sim["ntp_after_s"] * 1000
         self.pins = {}
+        self.loads = []  # what the relay powers: each told switch(on, t_ms) before it moves
+        pin = board.get("pins", {}).get("relay")
+        if pin is not None:  # closed until the node drives it
+            inv = 1 if board.get("inverted", {}).get("relay") else 0
+            self.pins[pin] = SimPin(1 ^ inv, lambda level: self._switch(level ^ inv))
         self.chip = None
         chip = board.get("chip")
         if chip and chip != "sim":
             from wattsim.chips import create
             self.chip = create(chip, self.clock, self.profile, board, sim.get("faults", {}),
                                self.pin)
+            self.loads.append(self.chip.truth)
         self.rtc = SimRTCMemory(os.getenv("WATTNODE_RTC") or flash_dir + "/.rtc-memory")
 
     @property
@@ -177,6 +202,10 @@ class Board:
         elif value is not None:
             p.value(value)
         return p
+
+    def _switch(self, on):
+        for load in self.loads:
+            load.switch(on, self.clock.time_ms())
 
     def output(self, number, value):
         return self.pin(number, value)
@@ -209,7 +238,7 @@ class Board:
         self.clock.set_time(self.clock.true_s())
 
     def mac(self):
-        return b"\x02\x00\x00\x00\x00\x01"  # a locally administered address
+        return unhexlify(self._mac_hex)
 
     def urandom(self, n):
         return os.urandom(n)

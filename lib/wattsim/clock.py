@@ -20,7 +20,10 @@ seconds, in the past):
                    condition.
 When node time reaches the present the run ends - RunEnded, a KeyboardInterrupt, so it ends as
 Ctrl-C ends tools/simnode's run: the node sends what it holds first (start.stopped) - or, with
-then_realtime, carries on at real speed.
+then_realtime, carries on at real speed. Either way it says so once on standard output
+(PRESENT_LINE; a clock that starts at the present says it at once): tools/demo hears there
+when each plug has caught up, which the plug's state says only after the next slot, up to a
+slot of real time later.
 
 Time bases, each a small int (below 2**30 on a 32-bit port) for 12 days of node time:
   time_ms()    node ms since the run began: what the chips and the watchdog count
@@ -42,6 +45,7 @@ UNSET_RTC_S = -631152000  # 2000-01-01, what an ESP32's RTC reads after a power 
 FREE = "max"
 FREE_FALLBACK = 1000  # a free-running clock's speed while the node waits for the network
 HOLD_MS = 5
+PRESENT_LINE = "wattsim: node time reached the present; real time from here"
 
 
 class RunEnded(KeyboardInterrupt):
@@ -71,6 +75,8 @@ class SimClock:
         self.watchdog = None  # the plug's SimWatchdog, once armed: checked as time moves on
         self.ended = False    # the run has reached the present and ended (RunEnded)
         self._anchor()
+        if then_realtime and not past:
+            print(PRESENT_LINE)  # there from the start
 
     def _anchor(self):
         self._anchor_ms = self._ms
@@ -148,6 +154,7 @@ class SimClock:
         self._speed = 1
         self._ms = wall_ms
         self._anchor()
+        print(PRESENT_LINE)
 
 
 _NONE = 0

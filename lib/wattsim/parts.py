@@ -12,7 +12,8 @@ from wattsim.profiles import Profile, voltage_cv
 class Truth:
     """What the load really does at node time t_ms: power, voltage, current, and the energy
     since `start_ms`. origin_s is the true second (since the wire epoch) at t_ms = 0: the
-    profile is a function of true time."""
+    profile is a function of true time. While the relay is open (switch()) it draws nothing:
+    0 W, 0 A; the voltage is the mains'."""
 
     def __init__(self, profile, origin_s, start_ms, error):
         self.profile = Profile(profile)
@@ -20,12 +21,24 @@ class Truth:
         self._err_p = int(error.get("power", 1.0) * 4096)
         self._err_v = int(error.get("voltage", 1.0) * 4096)
         self._err_i = int(error.get("current", 1.0) * 4096)
+        self.powered = True
         s = start_ms // 1000
         self._s = s
         self._acc = -self._p(s) * (start_ms % 1000)  # so that energy(start_ms) == 0
 
     def _p(self, s):
+        if not self.powered:
+            return 0
         return self.profile.power_dw(self._origin_s + s) * self._err_p >> 12
+
+    def switch(self, on, t_ms):
+        """The relay powers the load (on) or not from t_ms: the energy drawn until then keeps
+        the old state, to the millisecond."""
+        s = t_ms // 1000
+        self.energy_uj100(t_ms)  # the whole seconds before s, in the old state
+        before = self._p(s)
+        self.powered = on
+        self._acc += (before - self._p(s)) * (t_ms % 1000)  # second s: the old power until t_ms
 
     def power_dw(self, t_ms):
         return self._p(t_ms // 1000)
@@ -34,6 +47,8 @@ class Truth:
         return voltage_cv(self._origin_s + t_ms // 1000) * self._err_v >> 12
 
     def current_ma(self, t_ms):
+        if not self.powered:
+            return 0
         s = self._origin_s + t_ms // 1000
         return self.profile.current_ma(self.profile.power_dw(s), voltage_cv(s)) * self._err_i >> 12
 

@@ -17,8 +17,8 @@ from broadlink import exceptions as blerr
 from helpers import aligned_past, wattlog
 from test_control import stop_after_info
 from test_link import Listener
+from test_demo import sim_mac
 
-MAC = "020000000001"  # the simulated board's (lib/wattsim/board.py)
 AUTH_BURST, AUTH_PER_S = 3, 2  # broadlink.py's AUTH_BURST and 1000 // AUTH_EVERY_MS
 # test_pipeline.py's limited heap: broadlink "read" (9.8 KiB on this 64-bit port: the module
 # 8.1, the server's buffers 1.3, socket and poller 0.3) fits in it since start.py unloads what
@@ -64,14 +64,14 @@ def test_read_mode_reads_power_and_relay_and_refuses_set_power(broker, simnodes)
         st = state(log, "bl-read")
         dev = broadlink.hello("127.0.0.1", port=port, timeout=5)  # discovery, as --device would be
         assert isinstance(dev, broadlink.sp3s) and dev.devtype == 0x947A
-        assert dev.mac.hex() == MAC and dev.name == "bl-read"
+        assert dev.mac.hex() == sim_mac("bl-read").hex() and dev.name == "bl-read"
         assert dev.auth()
         assert abs(dev.get_energy() - st["power"]) <= 0.01 and st["power"] == 500.0
         assert dev.check_power() is (st["relay"] == "ON")
         assert dev.get_fwversion() == 100  # wattnode 0.1.0
         with pytest.raises(blerr.CommandNotSupportedError):
             dev.set_power(not dev.check_power())
-        same = broadlink.gendevice(0x947A, ("127.0.0.1", port), MAC)  # the seed's way
+        same = broadlink.gendevice(0x947A, ("127.0.0.1", port), dev.mac)  # the seed's way
         same.auth()
         assert same.get_energy() == 500.0
         s = stop_after_info(node, log.c, log, "bl-read")
@@ -87,7 +87,7 @@ def test_control_mode_switches_through_the_relay_path_and_says_who(broker, simno
     log = Listener(broker, "wattlog/bl-ctl/#")
     try:
         assert state(log, "bl-ctl")["relay"] == "ON"
-        dev = broadlink.sp3s(("127.0.0.1", port), MAC, 0x947A, timeout=5)
+        dev = broadlink.sp3s(("127.0.0.1", port), sim_mac("bl-ctl"), 0x947A, timeout=5)
         dev.auth()
         dev.set_power(False)
         assert state(log, "bl-ctl", lambda s: s["relay"] == "OFF")
@@ -107,7 +107,7 @@ def test_a_reboot_expires_sessions_and_the_client_authenticates_again(broker, si
     log = Listener(broker, "wattlog/bl-boot/#")
     try:
         before = state(log, "bl-boot")
-        dev = broadlink.sp3s(("127.0.0.1", port), MAC, 0x947A, timeout=5)
+        dev = broadlink.sp3s(("127.0.0.1", port), sim_mac("bl-boot"), 0x947A, timeout=5)
         dev.auth()
         assert dev.get_energy() == 500.0
         log.c.publish("wattlog/bl-boot/cmd", json.dumps({"cmd": "reboot"}), qos=1)
@@ -158,7 +158,7 @@ def test_a_datagram_flood_does_not_starve_sampling_and_auth_is_rate_limited(
     node = simnodes(broker.port, "bl-flood", "--profile", "constant:500", "--speed", "max",
                     "--start", aligned_past(20000),
                     "--config", json.dumps({"broadlink": "read", "broadlink_port": port}))
-    dev = broadlink.sp3s(("127.0.0.1", port), MAC, 0x947A)
+    dev = broadlink.sp3s(("127.0.0.1", port), sim_mac("bl-flood"), 0x947A)
     hello = bytearray(0x30)  # python-broadlink's discovery datagram
     hello[0x26] = 6
     hello[0x20:0x22] = (sum(hello, 0xBEAF) & 0xFFFF).to_bytes(2, "little")
@@ -228,7 +228,7 @@ def tight_run(broker, collectors, simnodes, tmp_path, node_id, heap_kib, reader)
     read = []
 
     def client():
-        dev = broadlink.sp3s(("127.0.0.1", port), MAC, 0x947A, timeout=2)
+        dev = broadlink.sp3s(("127.0.0.1", port), sim_mac(node_id), 0x947A, timeout=2)
         while node.proc.poll() is None:
             try:
                 if dev.id == 0:

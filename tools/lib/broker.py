@@ -17,14 +17,21 @@ provisioned, gives each user one session: a second client of the same user takes
 one's place.
 
 It binds 127.0.0.1 only, keeps no persistence file, logs to <dir>/mosquitto.log, and is
-stopped (SIGTERM, then SIGKILL after 5 s) when the block ends. stop()/start() restart it on
-the same port. It runs as the user who starts it (`user` in its config): started as root,
-mosquitto would switch to the user "mosquitto", which cannot reach a test's private temporary
-directory (tests/e2e/test_broker_security.py starts one as the README says, dropping to it).
+stopped (SIGTERM, then SIGKILL after 5 s) when the block ends. It runs in a session of its
+own: a Ctrl-C at the terminal reaches the whole foreground process group, and the program
+that started the broker (tools/demo, pytest) stops what uses it before stopping it; a broker
+gone first leaves a collector trying to reach it. Broker(..., die_with_parent=True) also
+has it stopped (SIGTERM) when the thread that started it ends, the process with it, even by
+SIGKILL (terminate_with_parent(): tools/demo's parts never outlive it). stop()/start()
+restart it on the same port. It runs as the user who starts it (`user` in its config):
+started as root, mosquitto would switch to the user "mosquitto", which cannot reach a test's
+private temporary directory (tests/e2e/test_broker_security.py starts one as the README
+says, dropping to it).
 New users are provisioned while it runs: mosquitto rereads its password file and ACL on
 SIGHUP, and says so in its log, which is what the wait is for.
 """
 
+import ctypes
 import getpass
 import os
 import re
@@ -70,6 +77,12 @@ def mosquitto_path():
     return path
 
 
+def terminate_with_parent():
+    """In a child (preexec_fn): SIGTERM when the thread that started it ends, the process
+    with it, even by SIGKILL (Linux's PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+
+
 def tester(name):
     """The test user for a client called `name`: wattlog-test-<name>, in user-name letters."""
     return "%s-%s" % (TEST_USER, re.sub(r"[^a-z0-9_-]", "-", name.lower()))
@@ -83,7 +96,8 @@ class Broker:
         """The collector's password file of the Broker whose url this is (None: no Broker's)."""
         return cls._collector_logins.get(url)
 
-    def __init__(self, directory=None, port=None, extra_conf=""):
+    def __init__(self, directory=None, port=None, extra_conf="", die_with_parent=False):
+        self._preexec = terminate_with_parent if die_with_parent else None
         self.dir = directory or tempfile.mkdtemp(prefix="wattlog-mosq-")
         os.makedirs(self.dir, exist_ok=True)
         self.port = port or free_port()
@@ -167,7 +181,8 @@ class Broker:
         wrong broker."""
         before = self._log_text().count(_RUNNING)
         self.proc = subprocess.Popen([mosquitto_path(), "-c", self.conf],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True, preexec_fn=self._preexec)
         deadline = time.monotonic() + 10
         while self._log_text().count(_RUNNING) <= before:
             if self.proc.poll() is not None:

@@ -6,10 +6,11 @@
 
 It writes into a flash folder (a temporary one unless --flash names one) the plug's
 config.json and board.json (boards/sim.json, or the --board named, its "hal" set to "sim"),
-and sim.json, the simulated world (lib/wattsim: load profile, clock, chip faults). Then it
-runs firmware/boot.py and firmware/main.py there exactly as a plug does, with lib/ (the node
-and the simulator) and the MicroPython libraries on MICROPYPATH, after plugging the simulator
-into the node (wattsim.install(): the board's "hal": "sim" and "chip": "sim" resolve to it).
+and sim.json, the simulated world (lib/wattsim: load profile, clock, chip faults, and the
+plug's MAC, its own: mac_for(), from its node id). Then it runs firmware/boot.py and
+firmware/main.py there exactly as a plug does, with lib/ (the node and the simulator) and the
+MicroPython libraries on MICROPYPATH, after plugging the simulator into the node
+(wattsim.install(): the board's "hal": "sim" and "chip": "sim" resolve to it).
 
 With --speed X the node's clock runs X times faster than real time from --start (a time in
 the past); --speed max runs it as fast as the loop goes (waiting only while half the ring
@@ -35,6 +36,7 @@ where `ps` would show it. The config.json in the flash folder holds it too, so i
 
 import argparse
 import ctypes
+import hashlib
 import json
 import os
 import shutil
@@ -197,6 +199,12 @@ def parse(argv=None):
     return args
 
 
+def mac_for(node_id):
+    """A simulated plug's MAC, as 12 hex digits: 02 (locally administered), then the first
+    five bytes of the sha256 of its node id: each plug has its own, as real plugs do."""
+    return "02" + hashlib.sha256(node_id.encode()).hexdigest()[:10]
+
+
 def write_flash(flash, args):
     user, password, ota_key, wifi = args.node_config or (None, None, None, None)
     cfg = {"node_id": args.id, "interval_s": args.interval, "ota_key": ota_key,
@@ -221,6 +229,7 @@ def write_flash(flash, args):
         sim["rssi_dbm"] = args.rssi
     if args.wifi is not None:
         sim["wifi"] = args.wifi
+    sim["mac"] = mac_for(args.id)
     cfg.update(args.config)
     durable.write_json(os.path.join(flash, "config.json"), cfg, mode=0o600)  # holds a password
     durable.write_json(os.path.join(flash, SETTINGS_FILE), sim)
