@@ -32,8 +32,7 @@ import pytest
 
 from helpers import REPO, aligned_past, wattlog
 from test_link import Listener
-from wattlog.feeds import Registry
-from wattlog.phpfina import Feed
+from wattlog.store import open_reader
 
 def sim_mac(node_id):
     """The MAC a simulated plug takes (lib/wattsim/board.py): 02, locally administered, then
@@ -193,10 +192,10 @@ def demos():
 def stored(data, node):
     """The plug's stored power (W) and energy (kWh) slots, NaN where missing, from its first
     stored slot; and the unix time of that slot."""
-    registry = Registry(str(data))
+    store = open_reader(str(data))
     out = []
     for channel in ("power", "energy"):
-        feed = Feed.open(registry.feed_dir, registry.find(node, channel)["id"])
+        feed = store.feed(store.lookup("%s/%s" % (node, channel)))
         values = feed.read(0, feed.npoints())
         first = int(np.flatnonzero(~np.isnan(values))[0])
         out.append((values[first:], feed.time(first)))
@@ -278,7 +277,7 @@ def test_a_run_without_data_starts_on_a_clean_demo_directory(tmp_path, demos):
         assert demo.end(120) == 0, demo.text()
         runs.append(demo)
     data = tmp_path / "demo-data"
-    assert {e["node"] for e in Registry(str(data)).active()} == {"washer"}
+    assert {e["node"] for e in open_reader(str(data)).entries()} == {"washer"}
     power, energy, first_slot = stored(data, "washer")
     assert np.count_nonzero(~np.isnan(power)) == runs[1].kept()["washer"]
     assert np.all(np.diff(energy[~np.isnan(energy)]) >= 0)
