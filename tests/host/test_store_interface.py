@@ -1,0 +1,163 @@
+"""test_store_interface.py - the storage interface (store/__init__.py), tested through its
+calls only, on every engine: what a reading, a feed's grid, "committed", "pending" and a series
+answer are, as every reader (the HTTP side, emoncms's API, energy, metrics, the CLI) relies on
+them. An engine is a fixture param: the data is written through the collector's write path
+(take, commit) and read back as the engine gives it. A new engine (PostgreSQL) adds a param
+and must pass the same suite.
+
+Engines here:
+  phpfina-collector  the collector's Store: two plugs, 60 slots committed, 20 more pending
+  phpfina-reader     the same data directory read from disk by a Reader of its own, after the
+                     collector stopped (what `wattlog feeds/export/energy/nodes` see): the
+                     pending readings were never committed, so they are not there
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from batches import T0, batch
+from wattlog.complaints import Complaints
+from wattlog.store import open_reader
+from wattlog.store.files import Store
+
+COMMITTED, PENDING = 60, 20
+
+
+def records(node_base, first, n):
+    """(t, W, Wh, V, A) per slot; slot 7 has no power reading (None: missing)."""
+    return [(T0 + 10 * (first + i), None if first + i == 7 else node_base + first + i,
+             1000 + first + i, 230.0, 0.5) for i in range(n)]
+
+
+def write(data):
+    store = Store(str(data), Complaints())
+    store.recover({})
+    for node, base in (("plug-a", 100), ("plug-b", 2000)):
+        store.take("wattlog/%s/readings" % node, batch(records(base, 0, COMMITTED)))
+    store.commit()
+    for node, base in (("plug-a", 100), ("plug-b", 2000)):
+        store.take("wattlog/%s/readings" % node, batch(records(base, COMMITTED, PENDING),
+                                                       seq=COMMITTED))
+    return store
+
+
+@pytest.fixture(params=["phpfina-collector", "phpfina-reader"])
+def engine(request, tmp_path):
+    """(the store's interface, how many slots it holds past the committed ones)."""
+    store = write(tmp_path / "data")
+    if request.param == "phpfina-collector":
+        yield store, PENDING
+        store.close()
+    else:
+        store.close()  # a stop without its last commit: what was pending was never written
+        yield open_reader(str(tmp_path / "data")), 0
+
+
+def power(node, slot):
+    """What plug `node` measured in `slot` (None: nothing)."""
+    return None if slot == 7 else (100 if node == "plug-a" else 2000) + slot
+
+
+def test_entries_and_lookup_name_each_feed_once(engine):
+    store, _ = engine
+    entries = store.entries()
+    assert sorted((e["node"], e["channel"], e["unit"], e["interval"]) for e in entries) == \
+        sorted((n, c, u, 10) for n in ("plug-a", "plug-b") for c, u in
+               (("power", "W"), ("voltage", "V"), ("current", "A"), ("energy", "kWh")))
+    assert len({e["id"] for e in entries}) == len(entries)
+    for e in entries:
+        assert store.lookup("%s/%s" % (e["node"], e["channel"])) == e
+        assert store.lookup(str(e["id"])) == e
+    assert store.lookup("nobody/power") is None and store.lookup("99999") is None
+    assert store.plug_order() == ["plug-a", "plug-b"]  # the order their data came
+
+
+def test_a_feed_is_a_fixed_grid_of_committed_slots(engine):
+    """start on the interval's grid; time(k) and slot(t) inverse; first_at(t) the first slot at
+    or after t; npoints and end() what is committed; read() NaN where nothing is stored."""
+    store, _ = engine
+    entry = store.lookup("plug-a/power")
+    feed = store.feed(entry)
+    assert feed.interval == 10 and feed.start % 10 == 0 and feed.start == T0
+    assert feed.npoints() == COMMITTED and feed.end() == T0 + 10 * COMMITTED
+    for k in (0, 1, 59, 100):
+        assert feed.slot(feed.time(k)) == k and feed.slot(feed.time(k) + 9) == k
+    assert (feed.first_at(T0), feed.first_at(T0 + 1), feed.first_at(T0 - 100)) == (0, 1, 0)
+    values = feed.read(0, COMMITTED + 5)
+    assert len(values) == COMMITTED + 5
+    for k, v in enumerate(values):
+        want = power("plug-a", k) if k < COMMITTED else None
+        assert (math.isnan(v) if want is None else v == np.float32(want)), (k, v)
+    assert feed.last_value() == (COMMITTED - 1, float(np.float32(power("plug-a",
+                                                                     COMMITTED - 1))))
+
+
+def test_read_lays_the_pending_readings_over_the_committed_ones(engine):
+    store, pending = engine
+    entry = store.lookup("plug-b/power")
+    feed = store.feed(entry)
+    values = store.read(entry, feed, COMMITTED - 2, COMMITTED + PENDING + 2)
+    for i, v in enumerate(values):
+        k = COMMITTED - 2 + i
+        want = power("plug-b", k) if k < COMMITTED + pending else None
+        assert (math.isnan(v) if want is None else v == np.float32(want)), (k, v)
+    assert (store.pending("plug-b", "power") is None) == (pending == 0)
+
+
+def test_feeds_say_what_each_holds_pending_included(engine):
+    store, pending = engine
+    rows = {(r["node"], r["channel"]): r for r in store.feeds()}
+    row = rows[("plug-a", "power")]
+    assert (row["start"], row["points"], row["committed_until"]) == \
+        (T0, COMMITTED, T0 + 10 * COMMITTED)
+    last = COMMITTED + pending - 1
+    assert row["end"] == T0 + 10 * (last + 1)
+    assert (row["last_time"], row["last_value"]) == (T0 + 10 * last, power("plug-a", last))
+
+
+def test_a_series_is_raw_slots_or_buckets_ending_where_the_data_does(engine):
+    """Few slots: raw, one per slot, None where missing. More slots than points: buckets of
+    mean, min, max and count of the slots in them. Either way it ends where the data does,
+    and committed_until says where the committed part ends."""
+    store, pending = engine
+    entry = store.lookup("plug-a/power")
+    feed = store.feed(entry)
+    stop = COMMITTED + pending
+    raw = store.series(entry, feed, T0, T0 + 10 * (stop + 50), 1000)
+    assert raw["raw"] and raw["bucket_s"] == 10 and raw["committed_until"] == T0 + 600
+    assert raw["time"] == [T0 + 10 * k for k in range(stop)]
+    assert raw["mean"] == [None if power("plug-a", k) is None else
+                           float(np.float32(power("plug-a", k))) for k in range(stop)]
+    buckets = store.series(entry, feed, T0, T0 + 10 * stop, 4)
+    size = -(-stop // 4)
+    assert not buckets["raw"] and buckets["bucket_s"] == 10 * size
+    for b, t in enumerate(buckets["time"]):
+        slots = [k for k in range(b * size, min((b + 1) * size, stop))
+                 if power("plug-a", k) is not None]
+        assert t == T0 + 10 * b * size and buckets["count"][b] == len(slots)
+        assert buckets["min"][b] == power("plug-a", slots[0])
+        assert buckets["max"][b] == power("plug-a", slots[-1])
+        assert buckets["mean"][b] == pytest.approx(np.mean([power("plug-a", k)
+                                                            for k in slots]), rel=1e-6)
+    empty = store.series(entry, feed, T0 + 10 * (stop + 10), T0 + 10 * (stop + 20), 100)
+    assert empty["time"] == [] and empty["node"] == "plug-a" and empty["unit"] == "W"
+
+
+def test_nodes_and_plug_say_what_each_plug_was_acknowledged(engine):
+    store, _ = engine
+    nodes = store.nodes()
+    assert sorted(nodes) == ["plug-a", "plug-b"]
+    for node, st in nodes.items():
+        assert st == store.plug(node)
+        assert (st["node"], st["boot"], st["acked_seq"], st["lost"], st["ring_drops"]) == \
+            (node, 1, COMMITTED, 0, 0)
+    assert store.plug("nobody") is None
+
+
+def test_status_is_plain_data(engine):
+    store, _ = engine
+    st = store.status()
+    assert st["data_dir"] and isinstance(st["last_commit"], int)
+    assert isinstance(st["disk_free_bytes"], int) and st["disk_free_bytes"] > 0
