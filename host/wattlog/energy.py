@@ -409,3 +409,36 @@ def energy_table(store, by="day", tz="UTC", tariff=None, start=None, end=None, n
             "periods": [{"start": a, "end": b, "label": label, "hours": (b - a) / 3600}
                         for a, b, label in spans],
             "plugs": rows, "totals": totals, "notes": notes}
+
+
+def cells(table):
+    """The table as text cells, the one formatting every view shows: {"head", "rows" (one a
+    period: its label, with its hours on a day or week of 23 or 25 hours, then kWh and cost
+    per plug and in total), "total", "share"}; a number is kWh to 3 decimals, money to 2, a
+    share in percent to 1, None where there is no data (`wattlog energy` prints "-", the
+    page a dash, its CSV nothing)."""
+    def num(x, digits):
+        return None if x is None else "%.*f" % (digits, x)
+    cost = table["tariff"] is not None
+    money = [table["tariff"]["currency"]] if cost else []
+    head = [table["by"]]
+    for plug in table["plugs"]:
+        head += [plug["node"] + " kWh"] + money
+    head += ["total kWh"] + ["total " + m for m in money]
+    lines = table["plugs"] + [dict(table["totals"], node="total")]
+    rows = []
+    for k, period in enumerate(table["periods"]):
+        row = [period["label"] + ("" if period["hours"] in (24, 168) or table["by"] in
+                                  ("month", "year") else " (%gh)" % period["hours"])]
+        for line in lines:
+            row += [num(line["kwh"][k], 3)] + ([num(line["cost"][k], 2)] if cost else [])
+        rows.append(row)
+    total = ["total"]
+    for line in lines:
+        total += [num(line["total_kwh"], 3)] + ([num(line["total_cost"], 2)] if cost else [])
+    share = ["share"]
+    for plug in table["plugs"]:
+        part = plug["total_share"]
+        share += [None if part is None else num(100 * part, 1) + "%"] + [""] * cost
+    share += [""] * (len(head) - len(share))
+    return {"head": head, "rows": rows, "total": total, "share": share}

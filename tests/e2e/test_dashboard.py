@@ -396,8 +396,9 @@ def cli_energy(rig, start, end):
 
 
 def test_energy_view_equals_wattlog_energy(rig):
-    """The energy view's kWh per day per plug are `wattlog energy`'s for the same days (the
-    days before today: all of them committed by now), and the bars stack those numbers."""
+    """The energy view's table is the API's cells for the same days (the page draws what the
+    API answers, it formats nothing), `wattlog energy` prints the same (the days before today:
+    all of them committed by now), and the bars stack those numbers."""
     today = int(time.time()) // DAY_S * DAY_S   # the collector's zone here is UTC
     start, end = today - 2 * DAY_S, today
     rig.wait_for("yesterday committed", lambda: all(
@@ -409,10 +410,12 @@ def test_energy_view_equals_wattlog_energy(rig):
         p.wait("() => document.querySelectorAll('#energy-table tbody tr').length === 2")
         page_rows = p.page.evaluate("""() => [...document.querySelectorAll('#energy-table tr')]
             .map((tr) => [...tr.children].map((c) => c.textContent))""")
+        cells = rig.call("/api/energy?by=day&start=%d&end=%d" % (start, end))["cells"]
+        table = [cells["head"]] + cells["rows"] + [cells["total"]]
+        assert page_rows == [["–" if c is None else c for c in row] for row in table]
         cli = cli_energy(rig, start, end)
-        assert cli[0] == page_rows[0][0:1] + sum(([c.split()[0], "kWh"] for c in page_rows[0][1:]), [])
-        for mine, theirs in zip(page_rows[1:], cli[1:-1]):
-            assert [c.replace("–", "-") for c in mine] == theirs
+        assert cli[:-1] == [" ".join("-" if c is None else c for c in row).split()
+                            for row in table]  # the share is the CLI's last line
         assert any(float(c) > 0 for c in page_rows[2][1:] if c != "–")
         heights = p.page.evaluate("""() => [...document.querySelectorAll('#bars .seg')]
             .map((s) => [s.dataset.node, parseFloat(s.dataset.kwh), s.getBoundingClientRect().height])""")
@@ -824,6 +827,10 @@ def test_energy_cost_with_a_tariff_weeks_months_and_dst(rig, tmp_path):
         p.wait("() => document.querySelectorAll('#energy-table tbody tr').length === 7")
         cli_days = t.energy("day", start, end)
         assert energy_page_rows(p) == cli_days[1:-1]  # the days and the total, cost included
+        head = p.page.evaluate("() => [...document.querySelectorAll('#energy-table thead th')]"
+                               ".map((c) => c.textContent)")
+        assert head == t.call("/api/energy?by=day&start=%d&end=%d" % (start, end))["cells"][
+            "head"]  # the API's words for the columns, not the page's own
         assert any("(%dh)" % h in " ".join(r) for r in cli_days for h in (23, 25)), cli_days
         assert "0.22 EUR/kWh at night (22:00 to 06:00)" in p.text("#energy-note")
         p.shot("energy-tariff-desktop")

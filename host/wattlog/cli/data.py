@@ -280,34 +280,12 @@ def collector_energy(s, data, by, start, end):
 
 
 def energy_text(table):
-    """The table as text: a row per period, kWh (and cost) per plug, then the totals."""
-    def num(x, digits):
-        return "-" if x is None else "%.*f" % (digits, x)
-    cost = table["tariff"] is not None
-    head = [table["by"]]
-    for plug in table["plugs"]:
-        head += [plug["node"] + " kWh"] + ([table["tariff"]["currency"]] if cost else [])
-    head += ["total kWh"] + (["total " + table["tariff"]["currency"]] if cost else [])
-    rows = [head]
-    lines = table["plugs"] + [dict(table["totals"], node="total")]
-    for k, period in enumerate(table["periods"]):
-        row = [period["label"] + ("" if period["hours"] in (24, 168) or table["by"] in
-                                  ("month", "year") else " (%gh)" % period["hours"])]
-        for line in lines:
-            row.append(num(line["kwh"][k], 3))
-            if cost:
-                row.append(num(line["cost"][k], 2))
-        rows.append(row)
-    total = ["total"]
-    for line in lines:
-        total.append(num(line["total_kwh"], 3))
-        if cost:
-            total.append(num(line["total_cost"], 2))
-    rows.append(total)
-    share = ["share"] + sum(([num(None if p["total_share"] is None else 100 * p["total_share"],
-                                  1) + "%"] + ([""] if cost else []) for p in table["plugs"]), [])
-    rows.append(share + [""] * (len(head) - len(share)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    return "\n".join("  ".join(c.rjust(w) if i else c.ljust(w)
-                               for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+    """The table as text: energy.cells() aligned, "-" where there is no data."""
+    from wattlog.energy import cells
+    c = cells(table)
+    rows = [c["head"]] + c["rows"] + [c["total"], c["share"]]
+    rows = [["-" if x is None else x for x in r] for r in rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(c["head"]))]
+    return "\n".join("  ".join(x.rjust(w) if i else x.ljust(w)
+                               for i, (x, w) in enumerate(zip(r, widths))).rstrip()
                      for r in rows)

@@ -54,7 +54,8 @@ export function dropEmptyStart(t) {
     return out;
   };
   return Object.assign({}, t, { periods: t.periods.slice(first), plugs: t.plugs.map(cut),
-                                totals: cut(t.totals) });
+                                totals: cut(t.totals),
+                                cells: Object.assign({}, t.cells, { rows: t.cells.rows.slice(first) }) });
 }
 
 export function tariffWords(tf) {
@@ -145,28 +146,9 @@ export function pickBar(t, k) {
 }
 
 export function energyRows(t) {
-  const cost = !!t.tariff;
-  const cur = cost ? t.tariff.currency || "" : "";
-  const head = [t.by];
-  for (const p of t.plugs) head.push(p.node + " kWh", ...(cost ? [p.node + " " + cur] : []));
-  head.push("total kWh", ...(cost ? ["total " + cur] : []));
-  const lines = t.plugs.concat([Object.assign({ node: "total" }, t.totals)]);
-  const rows = t.periods.map((period, k) => {
-    const label = period.label + ((period.hours === 24 || period.hours === 168 ||
-      t.by === "month" || t.by === "year") ? "" : " (" + period.hours + "h)");
-    const row = [label];
-    for (const l of lines) {
-      row.push(l.kwh[k] == null ? "" : l.kwh[k].toFixed(3));
-      if (cost) row.push(l.cost[k] == null ? "" : l.cost[k].toFixed(2));
-    }
-    return row;
-  });
-  const total = ["total"];
-  for (const l of lines) {
-    total.push(l.total_kwh == null ? "" : l.total_kwh.toFixed(3));
-    if (cost) total.push(l.total_cost == null ? "" : l.total_cost.toFixed(2));
-  }
-  return { head, rows, total };
+  /* the API's own cells (energy.py's cells(): what `wattlog energy` prints too); null where
+     there is no data */
+  return t.cells;
 }
 
 export function drawEnergyTable(t) {
@@ -175,9 +157,9 @@ export function drawEnergyTable(t) {
   table.replaceChildren(
     el("thead", {}, el("tr", {}, ...head.map((h) => el("th", { scope: "col", text: h })))),
     el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((c, i) =>
-      i ? el("td", { text: c || "–" }) : el("th", { scope: "row", text: c }))))),
+      i ? el("td", { text: c == null ? "–" : c }) : el("th", { scope: "row", text: c }))))),
     el("tfoot", {}, el("tr", {}, ...total.map((c, i) =>
-      i ? el("td", { text: c || "–" }) : el("th", { scope: "row", text: c })))));
+      i ? el("td", { text: c == null ? "–" : c }) : el("th", { scope: "row", text: c })))));
 }
 
 export function csvField(s) { return /[",\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s; }
@@ -186,7 +168,8 @@ export function downloadEnergyCsv() {
   const t = state.energy;
   if (!t) return;
   const { head, rows, total } = energyRows(t);
-  const text = [head, ...rows, total].map((r) => r.map(csvField).join(",")).join("\n") + "\n";
+  const text = [head, ...rows, total].map((r) => r.map((c) => csvField(c == null ? "" : c))
+    .join(",")).join("\n") + "\n";
   const a = el("a", { href: URL.createObjectURL(new Blob([text], { type: "text/csv" })),
                       download: "wattlog-energy-by-" + t.by + ".csv" });
   document.body.append(a);
