@@ -261,7 +261,7 @@ def load(path, files=FILES):
     if "influx" in doc:
         _influx(doc["influx"], path, values)
     if "tariff" in doc:
-        from wattlog.energy import EnergyError, Tariff  # its checks, its words
+        from wattlog.periods import EnergyError, Tariff  # its checks, its words
         try:
             Tariff.from_settings(doc["tariff"])
         except EnergyError as e:

@@ -35,7 +35,8 @@ from aiohttp import web
 
 from wattlog.store.commit import Committer
 from wattlog.complaints import Complaints
-from wattlog.serve.emoncms import add_routes, php_float_text
+from wattlog.serve.emoncms import add_routes
+from wattlog.serve.phpnum import php_float_text
 from wattlog.store import open_reader
 
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")

@@ -14,7 +14,8 @@ import pytest
 from wattlog import cli
 from wattlog.store.commit import Committer
 from wattlog.complaints import Complaints
-from wattlog.energy import EnergyError, Tariff, energy_table
+from wattlog.energy import energy_table
+from wattlog.periods import EnergyError, Tariff
 from wattlog.store import open_reader
 
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")

@@ -219,7 +219,8 @@ def cmd_energy(args):
     config's timezone and [tariff] count unless a flag says otherwise. When the config's
     collector serves HTTP, the table is its /api/energy: the readings it holds in memory, not
     yet committed, count too, so both say the same at the same moment."""
-    from wattlog.energy import EnergyError, Tariff, energy_table
+    from wattlog.energy import energy_table
+    from wattlog.periods import EnergyError, Tariff
     s = command_settings(args)
     data = data_dir(s.data_dir)
     try:

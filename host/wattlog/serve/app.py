@@ -37,7 +37,7 @@ import zoneinfo
 
 from aiohttp import web
 
-from wattlog import energy
+from wattlog.periods import EnergyError, Tariff
 from wattlog.serve import emoncms, plugs, series
 from wattlog.serve.diskwrites import WriteMeter
 from wattlog.serve.metrics import Metrics
@@ -84,7 +84,7 @@ class Api:
             raise ValueError("timezone %r is not a time zone: use a name such as Europe/Berlin "
                              "or UTC" % timezone) from None
         self.timezone = timezone
-        self.tariff = energy.Tariff.from_settings(tariff)  # EnergyError: a ValueError
+        self.tariff = Tariff.from_settings(tariff)  # EnergyError: a ValueError
         self.writes = WriteMeter(self.tz)
         self.broker_link = broker_link  # links.Link: the collector's, None without a collector
         self.sink = sink                # the InfluxDB sink (bridges/sink.py), if it is on
@@ -200,7 +200,7 @@ class Api:
         except ApiError as e:
             headers = {"WWW-Authenticate": "Bearer"} if e.status == 401 else None
             return web.json_response({"error": str(e)}, status=e.status, headers=headers)
-        except (QueryError, energy.EnergyError) as e:  # they say it in words
+        except (QueryError, EnergyError) as e:  # they say it in words
             return web.json_response({"error": str(e)}, status=400)
         except web.HTTPException as e:
             if e.status < 400:
