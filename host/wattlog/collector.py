@@ -1,4 +1,6 @@
 """collector.py - the collector service: readings in over MQTT, PHPFina feeds out, delayed commits.
+(About 400 lines, one concern: the one thread's loop and the MQTT callbacks it runs, which
+share that thread's state: connected, back-off, the start-up marker, what is held back.)
 
 One thread drives paho's network loop (client.loop), the ingest and the commits, so they never
 race and an exception stops the service with a traceback instead of killing a thread quietly.

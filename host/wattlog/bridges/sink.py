@@ -1,5 +1,6 @@
 """sink.py - the InfluxDB sink: follows what the collector has committed and writes it to
-InfluxDB (influx.py), in its own thread, with its own durable cursor, losing nothing.
+InfluxDB (influx.py), in its own thread, with its own durable cursor, losing nothing. (About
+350 lines: the follower and the backfill share one walk over the committed slots.)
 
     sink = Sink(data_dir, Writer(Target(url), secret), Schema("sp3s"))
     sink.start()        # the collector calls it once its files agree with the acks

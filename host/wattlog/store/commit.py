@@ -1,4 +1,6 @@
 """commit.py - the commit protocol: pending points become durable feed data, in one order.
+(About 350 lines: the protocol and the start-up recovery that undoes a half-done one are one
+contract, and are read together.)
 
   1. feeds the commit needs that do not exist yet: their entries into feeds.json (one atomic
      replace per commit, however many), then their files (one directory fsync for all)
