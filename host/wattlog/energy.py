@@ -33,7 +33,7 @@ import numpy as np
 from wattlog.periods import PERIODS, EnergyError, _is_night, _zone, night_edges, periods
 from wattlog.store import open_reader
 from wattlog.store.phpfina import FeedError
-from wattlog.store.reader import StoreError
+from wattlog.store.base import StoreError
 
 INTERPOLATE_SLOTS = 6          # "a few slots": a minute at 10 s
 _LOOKBACK_SLOTS = 1 << 20      # how far back to look for the reading before a range (4 months)

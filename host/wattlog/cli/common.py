@@ -68,7 +68,7 @@ def data_path(args):
 def reader(data):
     """The data directory as it is on disk, through the storage interface (store/)."""
     from wattlog.store import open_reader
-    from wattlog.store.reader import StoreError
+    from wattlog.store.base import StoreError
     try:
         return open_reader(data)
     except StoreError as e:

@@ -27,7 +27,8 @@ from wattlog.store.ingest import MAX_AGE_S, Ingest
 from wattlog.store.ingest import feeds as ingest_feeds
 from wattlog.store.nodes import Nodes
 from wattlog.store.phpfina import Feed, FeedError
-from wattlog.store.reader import Reader, node_row
+from wattlog.store.base import node_row
+from wattlog.store.reader import Reader
 from wattnode import wire
 
 log = logging.getLogger("wattlog")
