@@ -339,6 +339,11 @@ class Committer:
         self.stale = {}
         return written
 
+    def interval(self, node):
+        """A known node's slot length (its power feed's interval), or None."""
+        entry = self.registry.find(node, "power")
+        return entry["interval"] if entry else None
+
     def close(self, clean=False):
         """Release everything; clean=True (a clean stop, after the last commit): commit.json
         says so, so the next start need not distrust the summaries' last ring of slots."""
