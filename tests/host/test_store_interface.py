@@ -10,17 +10,24 @@ Engines here:
   phpfina-reader     the same data directory read from disk by a Reader of its own, after the
                      collector stopped (what `wattlog feeds/export/energy/nodes` see): the
                      pending readings were never committed, so they are not there
+  postgres-collector, postgres-reader   the same on PostgreSQL (store/postgres.py), each test
+                     in a database of its own on one private server (tools/lib/pgserver.py)
+Summaries are brought up to date after the first commit, as the collector's loop does.
 """
 
 import math
+import sys
 
 import numpy as np
 import pytest
 
 from batches import T0, batch
+from test_build import REPO
 from wattlog.complaints import Complaints
 from wattlog.store import open_reader
 from wattlog.store.files import Store
+
+sys.path.insert(0, str(REPO / "tools" / "lib"))
 
 COMMITTED, PENDING = 60, 20
 
@@ -31,28 +38,57 @@ def records(node_base, first, n):
              1000 + first + i, 230.0, 0.5) for i in range(n)]
 
 
-def write(data):
-    store = Store(str(data), Complaints())
+def write(store):
     store.recover({})
     for node, base in (("plug-a", 100), ("plug-b", 2000)):
         store.take("wattlog/%s/readings" % node, batch(records(base, 0, COMMITTED)))
     store.commit()
+    store.flush_summaries()
     for node, base in (("plug-a", 100), ("plug-b", 2000)):
         store.take("wattlog/%s/readings" % node, batch(records(base, COMMITTED, PENDING),
                                                        seq=COMMITTED))
     return store
 
 
-@pytest.fixture(params=["phpfina-collector", "phpfina-reader"])
+@pytest.fixture(scope="module")
+def pg():
+    """One private PostgreSQL for the module; each test gets a database of its own."""
+    pgserver = pytest.importorskip("pgserver")
+    try:
+        server = pgserver.PgServer().start()
+    except RuntimeError as e:
+        pytest.skip("no PostgreSQL here (%s): tools/setup installs it" % e)
+    yield server
+    server.close()
+
+
+def fresh_database(server, name):
+    import psycopg
+    with psycopg.connect(server.dsn, password=server.password, autocommit=True) as c:
+        c.execute('DROP DATABASE IF EXISTS "%s"' % name)
+        c.execute('CREATE DATABASE "%s"' % name)
+    return server.dsn.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture(params=["phpfina-collector", "phpfina-reader", "postgres-collector",
+                        "postgres-reader"])
 def engine(request, tmp_path):
     """(the store's interface, how many slots it holds past the committed ones)."""
-    store = write(tmp_path / "data")
-    if request.param == "phpfina-collector":
+    if request.param.startswith("phpfina"):
+        store = write(Store(str(tmp_path / "data"), Complaints()))
+        reader = lambda: open_reader(str(tmp_path / "data"))  # noqa: E731
+    else:
+        from wattlog.store.postgres import PgReader, PgStore
+        server = request.getfixturevalue("pg")
+        dsn = fresh_database(server, "t%d" % (abs(hash(request.node.name)) % 10 ** 9))
+        store = write(PgStore(dsn, server.password, Complaints()))
+        reader = lambda: PgReader(dsn, server.password)  # noqa: E731
+    if request.param.endswith("collector"):
         yield store, PENDING
         store.close()
     else:
         store.close()  # a stop without its last commit: what was pending was never written
-        yield open_reader(str(tmp_path / "data")), 0
+        yield reader(), 0
 
 
 def power(node, slot):
@@ -160,4 +196,41 @@ def test_status_is_plain_data(engine):
     store, _ = engine
     st = store.status()
     assert st["data_dir"] and isinstance(st["last_commit"], int)
-    assert isinstance(st["disk_free_bytes"], int) and st["disk_free_bytes"] > 0
+    assert max(st.get("disk_free_bytes") or 0, st.get("database_bytes") or 0) > 0  # its room
+
+
+def test_both_engines_answer_the_same_series_from_their_summaries(tmp_path, request):
+    """Two days of readings (17,280 slots, a few missing) committed into each engine, their
+    summaries brought up to date: every zoom, from raw slots to buckets of several summary
+    levels, gives the same answer on the files and on PostgreSQL (float32 precision)."""
+    from wattlog.store.postgres import PgStore
+    server = request.getfixturevalue("pg")
+    slots = 2 * 8640
+    rng = np.random.default_rng(7)
+    watts = rng.uniform(0, 2500, slots)
+    stores = [Store(str(tmp_path / "data"), Complaints()),
+              PgStore(fresh_database(server, "same_series"), server.password, Complaints())]
+    for store in stores:
+        store.recover({})
+        for first in range(0, slots, 64):
+            store.take("wattlog/p/readings", batch(
+                [(T0 + 10 * k, None if k % 997 == 5 else float(watts[k]), 1000 + k, 230.0, 0.5)
+                 for k in range(first, min(first + 64, slots))], seq=first))
+        store.commit()
+        store.flush_summaries()
+    answers = []
+    for store in stores:
+        entry = store.lookup("p/power")
+        feed = store.feed(entry)
+        answers.append([store.series(entry, feed, T0 + 130, T0 + 10 * slots, points)
+                        for points in (20000, 500, 60, 7)])
+    for files, pg in zip(*answers):
+        assert (files["bucket_s"], files["time"], files["count"]) == \
+            (pg["bucket_s"], pg["time"], pg["count"])
+        for key in ("mean", "min", "max"):
+            assert np.allclose(np.array(files[key], dtype=float), np.array(pg[key], dtype=float),
+                               rtol=1e-6, equal_nan=True), key
+    assert {a["bucket_s"] for a in answers[0]} == {10, 350, 2560, 20480}  # raw, 35 slots,
+    # 4 x level 64, 4 x level 512: the summaries answer the last two
+    for store in stores:
+        store.close()

@@ -21,12 +21,14 @@ The interface (reader.py states each call; files.py adds what the collector's st
     read(entry, feed, first, stop)   slots with the pending readings laid over
     pending(node, channel)           (times, values) not committed yet, or None
     series(entry, feed, start, end, points)
-    feeds()  plug_order()  nodes()  plug(node)  status()      plain data
+    feeds()  plug_order()  nodes()  plug(node)  status()      plain data (status: data_dir,
+        last_commit, and the room: disk_free_bytes for files, database_bytes for a database)
 Writing (the collector's Store only): recover(acks), take(topic, payload), resends(),
 commit() -> acks to publish, last_energy(node), flush_summaries(), close().
 
-Engines: the PHPFina files (reader.py's Reader, files.py's Store) are the first; a second one
-implements the same calls and runs the same suite (tests/host/test_store_interface.py).
+Engines: the PHPFina files (reader.py's Reader, files.py's Store), and PostgreSQL
+(postgres.py's PgReader and PgStore) for the cluster; both run the same suite
+(tests/host/test_store_interface.py). What they share is in base.py and writer.py.
 """
 
 

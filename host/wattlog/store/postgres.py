@@ -1,0 +1,453 @@
+"""postgres.py - the storage interface on PostgreSQL (15, Debian's): the cluster's shared store,
+the second engine beside the PHPFina files. Everything that reads the store (the HTTP API, the
+dashboard, emoncms's API, energy, metrics, the sink, the CLI) reads it through the same calls
+(store/__init__.py), and tests/host/test_store_interface.py runs on both.
+
+    store = PgStore(dsn, password, complaints)      # the collector's: readings in, acks out
+    store.recover(acks); store.take(topic, payload); done = store.commit()
+    reader = PgReader(dsn, password)                # what the database holds, read
+
+Tables (schema made here, idempotently, by the first store that connects):
+  wl_nodes     id, node (unique), interval (s), start (unix s of slot 0), npoints (the
+               committed slots: past the last one written), state (jsonb: commit.json's
+               entry for the node, nodes.py: boot, acked seq, losses)
+  wl_feeds     id (the feed ids the API and emoncms show), node_id, channel, unit
+  wl_readings  node_id, slot, power, voltage, current, energy (real: float32, as a PHPFina
+               .dat holds them; NULL where a channel has no reading); key (node_id, slot).
+               One row a reading: a plug's four channels share its grid. A row written again
+               (a batch redelivered, or resent with more records) is the same row: storing is
+               idempotent, and new slots are simply new rows
+  wl_summaries node_id, level (rollup.LEVELS: 64 .. 32768 slots), k (bucket k of the node's
+               slots), and per channel count, mean, min, max: what query.Engine reads for a
+               long range (a year at 10 s in 1000 points reads about 6,000 rows of level 512)
+  wl_summary_upto  node_id, upto: the slots below it are summarised (a commit that writes
+               below it moves it back down); derived data, brought up by flush_summaries(),
+               never on the commit's path, so a query past it reads the readings themselves
+  wl_commits   a sequence: each commit's number, carried by its acks (commitfile.py's role)
+  wl_meta      last_commit: when the last commit was made (unix s)
+
+A commit is one transaction: readings (COPY into a staging table, then one INSERT ... ON
+CONFLICT), the nodes' grid and state; only after it returns does writer.py publish the acks.
+A database that cannot be reached fails the commit with StoreUnavailable (an OSError): the
+readings stay pending and the commit is tried again, as a full disk is for the files.
+Connections: the writer's own; each reading thread (the HTTP side's) one of its own.
+"""
+
+import json
+import threading
+import time
+
+import numpy as np
+
+from wattlog.store.base import Interface, StoreError, node_row
+from wattlog.store.ingest import CHANNEL_INDEX, MAX_AGE_S
+from wattlog.store.phpfina import FeedError
+from wattlog.store.rollup import ENTRY, LEVELS
+from wattlog.store.writer import Writer
+
+CHANNELS = tuple(CHANNEL_INDEX)  # power, voltage, current, energy: wl_readings' columns
+UNITS = {"power": "W", "voltage": "V", "current": "A", "energy": "kWh"}
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS wl_nodes (
+    id serial PRIMARY KEY, node text NOT NULL UNIQUE, interval integer NOT NULL,
+    start bigint NOT NULL, npoints integer NOT NULL DEFAULT 0, state jsonb);
+CREATE TABLE IF NOT EXISTS wl_feeds (
+    id serial PRIMARY KEY, node_id integer NOT NULL REFERENCES wl_nodes (id),
+    channel text NOT NULL, unit text NOT NULL, UNIQUE (node_id, channel));
+CREATE TABLE IF NOT EXISTS wl_readings (
+    node_id integer NOT NULL, slot integer NOT NULL, power real, voltage real, current real,
+    energy real, PRIMARY KEY (node_id, slot));
+CREATE TABLE IF NOT EXISTS wl_summaries (
+    node_id integer NOT NULL, level integer NOT NULL, k integer NOT NULL,
+    %s, PRIMARY KEY (node_id, level, k));
+CREATE TABLE IF NOT EXISTS wl_summary_upto (
+    node_id integer PRIMARY KEY, upto integer NOT NULL);
+CREATE SEQUENCE IF NOT EXISTS wl_commits;
+CREATE TABLE IF NOT EXISTS wl_meta (key text PRIMARY KEY, value bigint NOT NULL);
+""" % ", ".join("%s_n integer, %s_mean real, %s_min real, %s_max real" % (c, c, c, c)
+                for c in CHANNELS)
+
+
+class StoreUnavailable(OSError):
+    """The database did not take a commit (down, unreachable, refusing): nothing of it stands."""
+
+
+def _connect(dsn, password, autocommit):
+    import psycopg
+    try:
+        return psycopg.connect(dsn, password=password, autocommit=autocommit, connect_timeout=10)
+    except psycopg.Error as e:
+        raise StoreUnavailable("cannot reach the database %s (%s)"
+                               % (dsn, str(e).strip().splitlines()[0])) from None
+
+
+class Connections:
+    """One connection per thread (psycopg's connections are not for two threads at once),
+    made when first asked for, made again after the database was away."""
+
+    def __init__(self, dsn, password):
+        self.dsn, self.password = dsn, password
+        self._local = threading.local()
+
+    def get(self):
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.closed:
+            conn = self._local.conn = _connect(self.dsn, self.password, autocommit=True)
+        return conn
+
+    def query(self, sql, args=()):
+        """The rows of one query, in a connection of this thread's; StoreUnavailable."""
+        import psycopg
+        try:
+            return self.get().execute(sql, args).fetchall()
+        except psycopg.OperationalError as e:
+            self._local.conn = None
+            raise StoreUnavailable("the database %s did not answer (%s)"
+                                   % (self.dsn, str(e).strip().splitlines()[0])) from None
+
+
+class PgFeed:
+    """One channel of one plug as a fixed grid (the interface's feed): slot k is the time
+    start + k * interval; npoints() the committed slots of the plug."""
+
+    def __init__(self, conns, entry, node_id, start, interval, npoints):
+        self.conns = conns
+        self.id = entry["id"]
+        self.channel = entry["channel"]
+        self.node_id = node_id
+        self.start, self.interval = start, interval
+        self._npoints = npoints
+
+    def npoints(self):
+        return self._npoints
+
+    def slot(self, t):
+        return (int(t) - self.start) // self.interval
+
+    def time(self, slot):
+        return self.start + slot * self.interval
+
+    def end(self):
+        return self.time(self.npoints())
+
+    def first_at(self, t):
+        return max(self.slot(t + self.interval - 1), 0)
+
+    def read(self, first, stop):
+        first = max(first, 0)
+        out = np.full(max(stop - first, 0), np.nan, dtype="<f4")
+        if stop <= first:
+            return out
+        rows = self.conns.query(
+            "SELECT slot, %s FROM wl_readings WHERE node_id = %%s AND slot >= %%s AND slot < %%s"
+            " AND %s IS NOT NULL" % (self.channel, self.channel), (self.node_id, first, stop))
+        if rows:
+            got = np.array(rows, dtype=np.float64)
+            out[got[:, 0].astype(np.int64) - first] = got[:, 1]
+        return out
+
+    def last_value(self, max_slots=1 << 18, before=None):
+        stop = self.npoints() if before is None else min(before, self.npoints())
+        rows = self.conns.query(
+            "SELECT slot, %s FROM wl_readings WHERE node_id = %%s AND slot < %%s AND slot >= %%s"
+            " AND %s IS NOT NULL ORDER BY slot DESC LIMIT 1" % (self.channel, self.channel),
+            (self.node_id, stop, max(stop - max_slots, 0)))
+        return (int(rows[0][0]), float(rows[0][1])) if rows else None
+
+
+class PgSummaries:
+    """rollup.Summaries' two reading calls over wl_summaries (query.Engine's `summaries`)."""
+
+    def __init__(self, conns):
+        self.conns = conns
+
+    def upto(self, feed):
+        rows = self.conns.query("SELECT upto FROM wl_summary_upto WHERE node_id = %s",
+                                (feed.node_id,))
+        return min(rows[0][0], feed.npoints()) if rows else 0
+
+    def read(self, fid, level, first, stop):
+        out = np.zeros(max(stop - first, 0), dtype=ENTRY)
+        out["mean"] = out["min"] = out["max"] = np.nan
+        if stop <= first:
+            return out
+        c = self._channel(fid)
+        rows = self.conns.query(
+            "SELECT s.k, s.{0}_n, s.{0}_mean, s.{0}_min, s.{0}_max FROM wl_summaries s "
+            "JOIN wl_feeds f ON f.node_id = s.node_id WHERE f.id = %s AND s.level = %s "
+            "AND s.k >= %s AND s.k < %s AND s.{0}_n > 0".format(c[1]), (fid, level, first, stop))
+        for k, n, mean, lo, hi in rows:
+            out[k - first] = (mean, lo, hi, n)
+        return out
+
+    def _channel(self, fid):
+        rows = self.conns.query("SELECT node_id, channel FROM wl_feeds WHERE id = %s", (fid,))
+        if not rows or rows[0][1] not in CHANNELS:
+            raise StoreError("feed %d is not in the database" % fid)
+        return rows[0]
+
+
+class PgReader(Interface):
+    """What the database holds, read through the storage interface."""
+
+    def __init__(self, dsn, password=None, conns=None):
+        self.dsn = dsn
+        self.data_dir = dsn  # where the data lives, as /api/health says it (no password)
+        self.conns = conns or Connections(dsn, password)
+        self.summaries = PgSummaries(self.conns)
+        self.stale = lambda fid: None  # wl_summary_upto says it: summaries below it are right
+
+    def entries(self, quarantined=False):
+        return [{"id": fid, "node": node, "channel": channel, "unit": unit, "interval": iv}
+                for fid, node, channel, unit, iv in self.conns.query(
+                    "SELECT f.id, n.node, f.channel, f.unit, n.interval FROM wl_feeds f "
+                    "JOIN wl_nodes n ON n.id = f.node_id ORDER BY f.id")]
+
+    def lookup(self, name):
+        node, slash, channel = name.partition("/")
+        if slash:
+            where, args = "n.node = %s AND f.channel = %s", (node, channel)
+        elif name.isdigit() and len(name) <= 9:
+            where, args = "f.id = %s", (int(name),)
+        else:
+            return None
+        rows = self.conns.query("SELECT f.id, n.node, f.channel, f.unit, n.interval FROM "
+                                "wl_feeds f JOIN wl_nodes n ON n.id = f.node_id WHERE " + where,
+                                args)
+        if not rows:
+            return None
+        fid, node, channel, unit, iv = rows[0]
+        return {"id": fid, "node": node, "channel": channel, "unit": unit, "interval": iv}
+
+    def feed(self, entry):
+        rows = self.conns.query("SELECT n.id, n.start, n.interval, n.npoints FROM wl_feeds f "
+                                "JOIN wl_nodes n ON n.id = f.node_id WHERE f.id = %s",
+                                (entry["id"],))
+        if not rows:
+            raise FeedError("feed %d" % entry["id"], "is not in the database")
+        node_id, start, iv, n = rows[0]
+        return PgFeed(self.conns, entry, node_id, start, iv, n)
+
+    def nodes(self):
+        return {node: node_row(node, state or {}) for node, state in self.conns.query(
+            "SELECT node, state FROM wl_nodes ORDER BY node")}
+
+    def stored_status(self):
+        """data_dir (the database, without a password), last_commit (unix s) and the
+        database's size (its disk is the server's business)."""
+        rows = self.conns.query("SELECT pg_database_size(current_database()), (SELECT value "
+                                "FROM wl_meta WHERE key = 'last_commit')")
+        return {"data_dir": self.dsn, "last_commit": rows[0][1],
+                "database_bytes": int(rows[0][0]), "disk_free_bytes": None}
+
+    def status(self):
+        return self.stored_status()
+
+
+class PgCommitter:
+    """The commit protocol on PostgreSQL (writer.py's committer): one transaction a commit."""
+
+    def __init__(self, dsn, password, complaints, clock=time.time):
+        self.dsn = dsn
+        self.complain = complaints
+        self.clock = clock
+        self.conn = _connect(dsn, password, autocommit=False)
+        with self.conn.transaction():
+            self.conn.execute(SCHEMA)
+        self.nodes = {}
+        self.generation = 0
+        self.commits = 0
+        self.commit_s = 0.0
+        self.recovered = False
+        self._grid = {}   # node -> (id, start, interval): a plug's grid never changes
+        self._saved = {}  # node -> the state last written: only changes are written
+
+    def interval(self, node):
+        grid = self._grid.get(node) or self._load_grid(node)
+        return grid[2] if grid else None
+
+    def _load_grid(self, node):
+        rows = self.conn.execute("SELECT id, start, interval FROM wl_nodes WHERE node = %s",
+                                 (node,)).fetchall()
+        self.conn.rollback()
+        if rows:
+            self._grid[node] = tuple(rows[0])
+        return self._grid.get(node)
+
+    def recover(self, acks):
+        """The nodes' state as the database holds it (a transaction either happened or did
+        not: nothing to cut); acks that know more than it (a database restored from a backup)
+        are said, and what the plugs still hold is sent again."""
+        rows = self.conn.execute("SELECT node, state FROM wl_nodes WHERE state IS NOT NULL"
+                                 ).fetchall()
+        self.generation = self.conn.execute("SELECT last_value FROM wl_commits").fetchone()[0]
+        self.conn.rollback()
+        self.nodes = {node: state for node, state in rows}
+        self._saved = {node: json.dumps(state, sort_keys=True) for node, state in rows}
+        self.recovered = True
+
+    def commit(self, pending, intervals, nodes=None):
+        """{(node, channel): (unix times, values)} and the nodes' state, in one transaction;
+        (feeds, points, bytes). StoreUnavailable: nothing of it was stored."""
+        import psycopg
+        started = time.monotonic()
+        try:
+            with self.conn.transaction():
+                rows, feeds = self._rows(pending, intervals)
+                with self.conn.cursor() as cur:
+                    cur.execute("CREATE TEMP TABLE IF NOT EXISTS wl_stage (node_id integer, "
+                                "slot integer, power real, voltage real, current real, "
+                                "energy real) ON COMMIT DELETE ROWS")
+                    with cur.copy("COPY wl_stage FROM STDIN") as copy:
+                        for row in rows:
+                            copy.write_row(row)
+                    cur.execute(
+                        "INSERT INTO wl_readings SELECT DISTINCT ON (node_id, slot) * FROM "
+                        "wl_stage ORDER BY node_id, slot ON CONFLICT (node_id, slot) DO UPDATE "
+                        "SET " + ", ".join("%s = COALESCE(EXCLUDED.%s, wl_readings.%s)"
+                                           % (c, c, c) for c in CHANNELS))
+                    cur.execute("UPDATE wl_nodes n SET npoints = GREATEST(n.npoints, s.top + 1)"
+                                " FROM (SELECT node_id, max(slot) AS top FROM wl_stage GROUP BY"
+                                " node_id) s WHERE n.id = s.node_id")
+                    cur.execute("INSERT INTO wl_summary_upto SELECT node_id, min(slot) FROM "
+                                "wl_stage GROUP BY node_id ON CONFLICT (node_id) DO UPDATE SET "
+                                "upto = LEAST(wl_summary_upto.upto, EXCLUDED.upto)")
+                    changed = self._changed(nodes or {})
+                    for node, text in changed.items():
+                        cur.execute("UPDATE wl_nodes SET state = %s WHERE node = %s",
+                                    (text, node))
+                    generation = cur.execute("SELECT nextval('wl_commits')").fetchone()[0]
+                    cur.execute("INSERT INTO wl_meta VALUES ('last_commit', %s) ON CONFLICT "
+                                "(key) DO UPDATE SET value = EXCLUDED.value",
+                                (int(self.clock()),))
+        except psycopg.Error as e:
+            raise StoreUnavailable("the database %s did not take the commit (%s)"
+                                   % (self.dsn, str(e).strip().splitlines()[0])) from None
+        self._saved.update(changed)
+        self.nodes = dict(nodes) if nodes is not None else self.nodes
+        self.generation = generation
+        self.commits += 1
+        self.commit_s += time.monotonic() - started
+        return feeds, len(rows), 24 * len(rows)
+
+    def _changed(self, nodes):
+        out = {}
+        for node, state in nodes.items():
+            text = json.dumps(state, sort_keys=True)
+            if self._saved.get(node) != text:
+                out[node] = text
+        return out
+
+    def _rows(self, pending, intervals):
+        """(rows for wl_stage, feeds written): a row a slot of each plug, its channels side by
+        side; points before a plug's slot 0 are dropped and counted, as for the files."""
+        by_node = {}
+        for (node, channel), (times, values) in pending.items():
+            by_node.setdefault(node, {})[channel] = (np.asarray(times, dtype=np.int64),
+                                                     np.asarray(values, dtype=np.float64))
+        rows, feeds = [], 0
+        for node, channels in sorted(by_node.items()):
+            times = next(iter(channels.values()))[0]
+            node_id, start, iv = self._grid_for(node, int(times.min()), intervals[node])
+            feeds += len(channels)
+            for channel, (t, v) in channels.items():
+                slots = (t - start) // iv
+                early = int(np.count_nonzero(slots < 0))
+                if early:
+                    self.complain("before-start", "dropped %d %s/%s points older than the "
+                                  "feed's first slot" % (early, node, channel), early)
+                channels[channel] = (slots, v)
+            slots = channels[next(iter(channels))][0]
+            for i in np.flatnonzero(slots >= 0).tolist():
+                row = [node_id, int(slots[i])]
+                for c in CHANNELS:
+                    x = channels[c][1][i] if c in channels else np.nan
+                    row.append(None if x != x else float(np.float32(x)))
+                rows.append(row)
+        return rows, feeds
+
+    def _grid_for(self, node, first_t, interval):
+        grid = self._grid.get(node) or self._load_grid_in_transaction(node)
+        if grid is None:
+            start = first_t - first_t % interval
+            node_id = self.conn.execute(
+                "INSERT INTO wl_nodes (node, interval, start) VALUES (%s, %s, %s) "
+                "ON CONFLICT (node) DO UPDATE SET node = EXCLUDED.node RETURNING id",
+                (node, interval, start)).fetchone()[0]
+            for c in CHANNELS:
+                self.conn.execute("INSERT INTO wl_feeds (node_id, channel, unit) VALUES "
+                                  "(%s, %s, %s) ON CONFLICT DO NOTHING", (node_id, c, UNITS[c]))
+            grid = self._load_grid_in_transaction(node)
+        return grid
+
+    def _load_grid_in_transaction(self, node):
+        rows = self.conn.execute("SELECT id, start, interval FROM wl_nodes WHERE node = %s",
+                                 (node,)).fetchall()
+        if rows:
+            self._grid[node] = tuple(rows[0])
+        return self._grid.get(node)
+
+    def flush_summaries(self, progress=None):
+        """Every node's summaries up to its committed slots, from where wl_summary_upto says
+        they stopped being right: level 64 from the readings, each level above from the one
+        below. Returns the rows written."""
+        import psycopg
+        written = 0
+        try:
+            with self.conn.transaction():
+                todo = self.conn.execute(
+                    "SELECT n.id, COALESCE(u.upto, 0), n.npoints FROM wl_nodes n LEFT JOIN "
+                    "wl_summary_upto u ON u.node_id = n.id WHERE COALESCE(u.upto, 0) < "
+                    "n.npoints").fetchall()
+                for i, (node_id, upto, npoints) in enumerate(todo):
+                    written += self._summarise(node_id, upto, npoints)
+                    if progress:
+                        progress(i + 1, len(todo))
+        except psycopg.Error as e:
+            raise StoreUnavailable("the database %s did not take the summaries (%s)"
+                                   % (self.dsn, str(e).strip().splitlines()[0])) from None
+        return written
+
+    def _summarise(self, node_id, upto, npoints):
+        cols = ", ".join("%s_n, %s_mean, %s_min, %s_max" % (c, c, c, c) for c in CHANNELS)
+        update = ", ".join("%s = EXCLUDED.%s" % (x, x) for x in cols.split(", "))
+        first = upto // LEVELS[0] * LEVELS[0]
+        raw = ", ".join("count(%s), avg(%s), min(%s), max(%s)" % (c, c, c, c) for c in CHANNELS)
+        n = self.conn.execute(
+            "INSERT INTO wl_summaries (node_id, level, k, %s) SELECT node_id, %d, slot / %d, %s "
+            "FROM wl_readings WHERE node_id = %%s AND slot >= %%s GROUP BY node_id, slot / %d "
+            "ON CONFLICT (node_id, level, k) DO UPDATE SET %s"
+            % (cols, LEVELS[0], LEVELS[0], raw, LEVELS[0], update), (node_id, first)).rowcount
+        for below, level in zip(LEVELS, LEVELS[1:]):
+            k = level // below
+            agg = ", ".join("sum({0}_n), sum({0}_mean * {0}_n) / NULLIF(sum({0}_n), 0), "
+                            "min({0}_min), max({0}_max)".format(c) for c in CHANNELS)
+            n += self.conn.execute(
+                "INSERT INTO wl_summaries (node_id, level, k, %s) SELECT node_id, %d, k / %d, %s "
+                "FROM wl_summaries WHERE node_id = %%s AND level = %d AND k >= %%s "
+                "GROUP BY node_id, k / %d ON CONFLICT (node_id, level, k) DO UPDATE SET %s"
+                % (cols, level, k, agg, below, k, update),
+                (node_id, first // below // k * k)).rowcount
+        self.conn.execute("INSERT INTO wl_summary_upto VALUES (%s, %s) ON CONFLICT (node_id) "
+                          "DO UPDATE SET upto = EXCLUDED.upto", (node_id, npoints))
+        return n
+
+    def close(self, clean=False):
+        self.conn.close()
+
+
+class PgStore(Writer, PgReader):
+    """The collector's store on PostgreSQL: writer.py's write path over PgCommitter, read
+    through the interface with the readings not committed yet laid over."""
+
+    def __init__(self, dsn, password, complaints, max_future_s=3600, max_age_s=MAX_AGE_S):
+        self.committer = PgCommitter(dsn, password, complaints)
+        PgReader.__init__(self, dsn, password)
+        Writer.__init__(self, complaints, max_future_s, max_age_s)
+
+    def stored_status(self):
+        return PgReader.stored_status(self)
+
+    def status(self):
+        return Writer.status(self)
