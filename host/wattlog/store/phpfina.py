@@ -57,7 +57,27 @@ class FeedExists(FeedError):
     """create() found files of that id that it was not told it may replace."""
 
 
-class Feed:
+class Grid:
+    """A feed's geometry: slot k is the time start + k * interval (start on the grid); an
+    engine's feed gives start, interval and npoints() (the committed slots)."""
+
+    def slot(self, t):
+        """Slot index of unix time t (floored to the grid); negative before start."""
+        return (int(t) - self.start) // self.interval
+
+    def time(self, slot):
+        return self.start + slot * self.interval
+
+    def end(self):
+        """Unix time just past the last stored slot."""
+        return self.time(self.npoints())
+
+    def first_at(self, t):
+        """The first slot at or after unix time t (0 when t lies before the feed)."""
+        return max(self.slot(t + self.interval - 1), 0)
+
+
+class Feed(Grid):
     """One feed's files. Open with Feed.open() or make with Feed.create(); close() when done."""
 
     def __init__(self, directory, feed_id, interval, start):
@@ -127,21 +147,6 @@ class Feed:
 
     def npoints(self):
         return os.stat(self.dat_path).st_size // VALUE_SIZE
-
-    def slot(self, t):
-        """Slot index of unix time t (floored to the grid); negative before start."""
-        return (int(t) - self.start) // self.interval
-
-    def time(self, slot):
-        return self.start + slot * self.interval
-
-    def end(self):
-        """Unix time just past the last stored slot."""
-        return self.time(self.npoints())
-
-    def first_at(self, t):
-        """The first slot at or after unix time t (0 when t lies before the feed)."""
-        return max(self.slot(t + self.interval - 1), 0)
 
     # -- reading -----------------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from wattlog.store.base import Interface, StoreError, node_row
 from wattlog.store.ingest import CHANNEL_INDEX, MAX_AGE_S
-from wattlog.store.phpfina import FeedError
+from wattlog.store.phpfina import FeedError, Grid
 from wattlog.store.rollup import ENTRY, LEVELS
 from wattlog.store.writer import Writer
 
@@ -107,7 +107,7 @@ class Connections:
                                    % (self.dsn, str(e).strip().splitlines()[0])) from None
 
 
-class PgFeed:
+class PgFeed(Grid):
     """One channel of one plug as a fixed grid (the interface's feed): slot k is the time
     start + k * interval; npoints() the committed slots of the plug."""
 
@@ -121,18 +121,6 @@ class PgFeed:
 
     def npoints(self):
         return self._npoints
-
-    def slot(self, t):
-        return (int(t) - self.start) // self.interval
-
-    def time(self, slot):
-        return self.start + slot * self.interval
-
-    def end(self):
-        return self.time(self.npoints())
-
-    def first_at(self, t):
-        return max(self.slot(t + self.interval - 1), 0)
 
     def read(self, first, stop):
         first = max(first, 0)
