@@ -4,7 +4,8 @@
     collector.run()                         # until SIGTERM/SIGINT (collector.py)
 
 The parts, each made here and nowhere else, and handed to what uses them:
-  store      the storage side (store/files.py): the data directory locked and checked
+  store      the storage side: the data directory's files (store/files.py), locked and
+             checked, or the settings' PostgreSQL (store/postgres.py)
   firmware   each plug's version and last update (fleet/firmware.py), a listener
   watch      what the plugs publish, as heard (serve/plugwatch.py), a listener; with HTTP only
   link       the collector's link to the broker (links.py): /api/health, the page's header
@@ -30,9 +31,8 @@ def build(s, password=None):
     InfluxDB problem) says in words what cannot be built; nothing is left open then."""
     from wattlog.collector import Collector
     from wattlog.fleet.firmware import Firmware
-    from wattlog.store.files import Store
     complaints = Complaints()
-    store = Store(s.data_dir, complaints, s.max_future_s, s.max_age_s)
+    store = open_store(s, complaints)
     try:
         host, port = parse_broker(s.broker)[:2]
         link = Link("%s:%d" % (host, port))
@@ -48,6 +48,32 @@ def build(s, password=None):
     except BaseException:
         store.close()
         raise
+
+
+def open_store(s, complaints):
+    """The collector's store: the PHPFina files in the data directory (locked and checked,
+    nothing changed yet), or the settings' PostgreSQL (store/postgres.py)."""
+    if s.store:
+        from wattlog.serve.app import read_first_line
+        from wattlog.store.postgres import PgStore
+        password = read_first_line(s.store_password_file, "database password") \
+            if s.store_password_file else None
+        return PgStore(s.store, password, complaints, s.max_future_s, s.max_age_s)
+    from wattlog.store.files import Store
+    return Store(s.data_dir, complaints, s.max_future_s, s.max_age_s)
+
+
+def reader(s):
+    """The data as it is, through the storage interface: the data directory's files, or the
+    settings' PostgreSQL. StoreError in words."""
+    if s.store:
+        from wattlog.serve.app import read_first_line
+        from wattlog.store.postgres import PgReader
+        password = read_first_line(s.store_password_file, "database password") \
+            if s.store_password_file else None
+        return PgReader(s.store, password)
+    from wattlog.store import open_reader
+    return open_reader(s.data_dir)
 
 
 def influx(s):

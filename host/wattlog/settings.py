@@ -18,6 +18,8 @@ The file (TOML, read with tomllib) and its keys, every one optional:
     status_interval = 60     max_future = 3600              max_future_s      duration: 90s,
     max_age = "7d"                                          max_age_s         15m, 36h, 7d
     timezone = "Europe/Berlin"                              timezone          IANA name, UTC
+    store = "postgresql://wattlog@db.lan:5432/wattlog"      store             None: PHPFina
+    store_password_file = "db.password"                     store_password_file   files
     [http]
     listen = "127.0.0.1:8080"                               http_listen       None: no HTTP
     read_open = true                                        http_read_open    (default true)
@@ -104,6 +106,8 @@ class Settings:
     influx_password_file: str | None = None
     influx_timeout_s: float | None = None  # None: influx.py's TIMEOUT_S
     influx_names: dict | None = None
+    store: str | None = None  # None: PHPFina files in data_dir; else a postgresql:// URL
+    store_password_file: str | None = None
     path: str | None = None  # the file these came from (None: defaults and flags only)
 
 
@@ -165,6 +169,12 @@ _KEYS = {
     "max_future": ("max_future_s", _seconds, _SECONDS),
     "max_age": ("max_age_s", _seconds, _SECONDS),
     "timezone": ("timezone", _zone, "a time zone such as Europe/Berlin or UTC"),
+    "store": ("store", lambda v: v if _text(v) and v.split("://")[0] in ("postgresql",
+                                                                      "postgres")
+              and "@" in v and ":" not in v.split("://", 1)[1].split("@")[0] else None,
+              "a PostgreSQL URL such as postgresql://wattlog@db.lan:5432/wattlog (its password "
+              "in store_password_file, never in the URL)"),
+    "store_password_file": ("store_password_file", _text, "a file name"),
 }
 _HTTP_KEYS = {
     "listen": ("http_listen", _listen, "HOST:PORT, such as 127.0.0.1:8080 or 0.0.0.0:8080"),
@@ -181,9 +191,9 @@ _INFLUX_KEYS = {
               "a table ([influx.names]) of NODE = \"measurement\""),
 }
 FILES = ("password_file", "ca", "http_token_file", "operator_password_file",
-         "influx_password_file")  # read at start
+         "influx_password_file", "store_password_file")  # read at start
 _SECRET_FILES = ("password_file", "http_token_file", "operator_password_file",
-                 "influx_password_file")
+                 "influx_password_file", "store_password_file")
 
 
 def _kind(value):

@@ -52,8 +52,18 @@ def broker_options(p):
 
 
 def data_option(p):
+    """--data, and --store for the cluster's PostgreSQL: where a verb reads the data."""
     p.add_argument("--data", metavar="DIR",
                    help="the data directory (default: the config's data, else /var/lib/wattlog)")
+    store_options(p)
+
+
+def store_options(p):
+    p.add_argument("--store", metavar="URL",
+                   help="the data in PostgreSQL (postgresql://USER@HOST:PORT/DATABASE) rather "
+                        "than PHPFina files in --data (default: the config's store)")
+    p.add_argument("--store-password-file", metavar="FILE",
+                   help="the database user's password (its first line)")
 
 
 def build_parser():
@@ -104,6 +114,7 @@ def build_parser():
                         "makes one); without it they are refused")
     c.add_argument("--operator-password-file", metavar="FILE",
                    help="wattlog-operator's broker password: HTTP actions log in as it")
+    store_options(c)
     influx_flags(c)
 
     x = sub.add_parser("influx", help="InfluxDB: send what the data directory holds already")

@@ -19,7 +19,8 @@ FLAG_SETTINGS = {"broker": "broker", "password_file": "password_file", "ca": "ca
                  "http_token_file": "http_token_file",
                  "operator_password_file": "operator_password_file", "influx": "influx_url",
                  "influx_schema": "influx_schema", "influx_password_file": "influx_password_file",
-                 "influx_timeout": "influx_timeout_s", "timezone": "timezone"}
+                 "influx_timeout": "influx_timeout_s", "timezone": "timezone",
+                 "store": "store", "store_password_file": "store_password_file"}
 
 
 class CliError(Exception):
@@ -65,13 +66,16 @@ def data_path(args):
     return data_dir(command_settings(args).data_dir)
 
 
-def reader(data):
-    """The data directory as it is on disk, through the storage interface (store/)."""
-    from wattlog.store import open_reader
+def reader(s):
+    """The data the settings `s` name, through the storage interface (store/): the data
+    directory's files, or the settings' PostgreSQL (its store key)."""
+    from wattlog import service
     from wattlog.store.base import StoreError
+    if not s.store:
+        data_dir(s.data_dir)
     try:
-        return open_reader(data)
-    except StoreError as e:
+        return service.reader(s)
+    except (StoreError, ValueError, OSError) as e:
         raise CliError(str(e)) from None
 
 

@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-from wattlog.cli.common import (CliError, UsageError, command_settings, data_dir, data_path,
-                                print_table, reader)
+from wattlog.cli.common import (CliError, UsageError, command_settings, data_path, print_table,
+                                reader)
 from wattlog.store.commit import Committer, StartError
 from wattlog.store.feeds import Registry, RegistryError
 from wattlog.store.phpfina import FeedError
@@ -20,8 +20,9 @@ from wattlog.times import iso, storable_time, zone
 
 
 def cmd_feeds(args):
-    data = data_path(args)
-    store = reader(data)
+    s = command_settings(args, ("store_password_file",))
+    data = s.store or s.data_dir
+    store = reader(s)
     rows = [("id", "node", "channel", "unit", "interval", "start", "end", "points")]
     for e in store.entries(quarantined=True):
         head = (str(e["id"]), e["node"], e["channel"], e["unit"], "%ds" % e["interval"])
@@ -45,10 +46,11 @@ def cmd_nodes(args):
     """Per node, from the store: what is on disk and acknowledged, and what was lost; from
     firmware.json: the version it runs and its last over-the-air update's result."""
     from wattlog.fleet import firmware
-    data = data_path(args)
-    stored = reader(data).nodes()
+    s = command_settings(args, ("store_password_file",))
+    data = s.store or s.data_dir
+    stored = reader(s).nodes()
     try:
-        versions = firmware.read(data)
+        versions = firmware.read(s.data_dir) if os.path.isdir(s.data_dir) else {}
     except ValueError as e:
         raise CliError("%s; the collector makes it again from what the plugs announce"
                        % e) from None
@@ -144,10 +146,10 @@ def value_text(v):
 
 
 def cmd_export(args):
-    s = command_settings(args)
-    data = data_dir(s.data_dir)
+    s = command_settings(args, ("store_password_file",))
+    data = s.store or s.data_dir
     tz = args.tz or zone(s.timezone)
-    store = reader(data)
+    store = reader(s)
     entry = store.lookup(args.feed)
     if entry is None:
         raise CliError("no feed %r in %s; `wattlog feeds` lists them" % (args.feed, data))
@@ -221,8 +223,8 @@ def cmd_energy(args):
     yet committed, count too, so both say the same at the same moment."""
     from wattlog.energy import energy_table
     from wattlog.periods import EnergyError, Tariff
-    s = command_settings(args)
-    data = data_dir(s.data_dir)
+    s = command_settings(args, ("store_password_file",))
+    data = s.store or s.data_dir
     try:
         tariff = Tariff.parse(args.tariff, args.currency) if args.tariff else \
             Tariff.from_settings(s.tariff) if s.tariff else None
@@ -238,7 +240,7 @@ def cmd_energy(args):
         table = collector_energy(s, data, args.by, start, end)
     if table is None:
         try:
-            table = energy_table(data, args.by, s.timezone, tariff, start, end)
+            table = energy_table(reader(s), args.by, s.timezone, tariff, start, end)
         except EnergyError as e:
             raise CliError(str(e)) from None
     for note in table["notes"]:
@@ -251,14 +253,14 @@ def cmd_energy(args):
 
 def collector_energy(s, data, by, start, end):
     """The running collector's /api/energy for the same question, or None when no collector
-    writes `data` (then the files hold everything). A collector that runs but does not answer
-    is said in a note: the figures then lack what it has not committed."""
+    writes `data` (then the store holds everything). A collector that holds the files' lock
+    but does not answer is said in a note: the figures then lack what it has not committed."""
     import urllib.error
     import urllib.parse
     import urllib.request
     from wattlog.store import datalock
-    if datalock.holder(data) is None:
-        return None
+    if not s.store and datalock.holder(data) is None:
+        return None  # no collector writes the files: they hold everything
     host, _, port = s.http_listen.rpartition(":")
     host = {"0.0.0.0": "127.0.0.1", "[::]": "[::1]", "::": "[::1]"}.get(host, host)
     query = urllib.parse.urlencode([("by", by)] + [(k, v) for k, v in (("start", start),
@@ -274,9 +276,11 @@ def collector_energy(s, data, by, start, end):
         with urllib.request.urlopen(request, timeout=30) as answer:
             return json.load(answer)
     except (OSError, ValueError) as e:
-        print("note: the collector writing %s did not answer at %s (%s): the readings it has "
-              "not committed yet are not counted" % (data, s.http_listen,
-                                                      getattr(e, "reason", e)), file=sys.stderr)
+        if not s.store:  # one runs (it holds the files' lock): its pending readings are missed
+            print("note: the collector writing %s did not answer at %s (%s): the readings it "
+                  "has not committed yet are not counted" % (data, s.http_listen,
+                                                             getattr(e, "reason", e)),
+                  file=sys.stderr)
         return None
 
 

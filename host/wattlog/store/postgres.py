@@ -97,14 +97,17 @@ class Connections:
         return conn
 
     def query(self, sql, args=()):
-        """The rows of one query, in a connection of this thread's; StoreUnavailable."""
+        """The rows of one query, in a connection of this thread's (made again once when the
+        server closed it: idle_session_timeout, a restart); StoreUnavailable."""
         import psycopg
-        try:
-            return self.get().execute(sql, args).fetchall()
-        except psycopg.OperationalError as e:
-            self._local.conn = None
-            raise StoreUnavailable("the database %s did not answer (%s)"
-                                   % (self.dsn, str(e).strip().splitlines()[0])) from None
+        for attempt in (1, 2):
+            try:
+                return self.get().execute(sql, args).fetchall()
+            except psycopg.OperationalError as e:
+                self._local.conn = None
+                if attempt == 2:
+                    raise StoreUnavailable("the database %s did not answer (%s)"
+                                           % (self.dsn, str(e).strip().splitlines()[0])) from None
 
 
 class PgFeed(Grid):
@@ -237,10 +240,10 @@ class PgCommitter:
     """The commit protocol on PostgreSQL (writer.py's committer): one transaction a commit."""
 
     def __init__(self, dsn, password, complaints, clock=time.time):
-        self.dsn = dsn
+        self.dsn, self.password = dsn, password
         self.complain = complaints
         self.clock = clock
-        self.conn = _connect(dsn, password, autocommit=False)
+        self._conn = None
         with self.conn.transaction():
             self.conn.execute(SCHEMA)
         self.nodes = {}
@@ -251,22 +254,30 @@ class PgCommitter:
         self._grid = {}   # node -> (id, start, interval): a plug's grid never changes
         self._saved = {}  # node -> the state last written: only changes are written
 
-    def interval(self, node):
-        grid = self._grid.get(node) or self._load_grid(node)
-        return grid[2] if grid else None
+    @property
+    def conn(self):
+        """The writer's connection, made again when the server closed it (a restart, its
+        idle_session_timeout): a commit on a dead one fails; the next one reconnects."""
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = _connect(self.dsn, self.password, autocommit=False)
+        return self._conn
 
-    def _load_grid(self, node):
-        rows = self.conn.execute("SELECT id, start, interval FROM wl_nodes WHERE node = %s",
-                                 (node,)).fetchall()
-        self.conn.rollback()
-        if rows:
-            self._grid[node] = tuple(rows[0])
-        return self._grid.get(node)
+    def interval(self, node):
+        """A known node's slot length, or None (unknown, or the database away: the batch's
+        own then; the commit maps it onto the node's grid)."""
+        import psycopg
+        grid = self._grid.get(node)
+        if grid is None:
+            try:
+                grid = self._load_grid(node)
+                self.conn.rollback()
+            except (psycopg.Error, StoreUnavailable):
+                return None
+        return grid[2] if grid else None
 
     def recover(self, acks):
         """The nodes' state as the database holds it (a transaction either happened or did
-        not: nothing to cut); acks that know more than it (a database restored from a backup)
-        are said, and what the plugs still hold is sent again."""
+        not: nothing to cut); what the plugs still hold is sent again."""
         rows = self.conn.execute("SELECT node, state FROM wl_nodes WHERE state IS NOT NULL"
                                  ).fetchall()
         self.generation = self.conn.execute("SELECT last_value FROM wl_commits").fetchone()[0]
@@ -356,7 +367,7 @@ class PgCommitter:
         return rows, feeds
 
     def _grid_for(self, node, first_t, interval):
-        grid = self._grid.get(node) or self._load_grid_in_transaction(node)
+        grid = self._grid.get(node) or self._load_grid(node)
         if grid is None:
             start = first_t - first_t % interval
             node_id = self.conn.execute(
@@ -366,10 +377,10 @@ class PgCommitter:
             for c in CHANNELS:
                 self.conn.execute("INSERT INTO wl_feeds (node_id, channel, unit) VALUES "
                                   "(%s, %s, %s) ON CONFLICT DO NOTHING", (node_id, c, UNITS[c]))
-            grid = self._load_grid_in_transaction(node)
+            grid = self._load_grid(node)
         return grid
 
-    def _load_grid_in_transaction(self, node):
+    def _load_grid(self, node):
         rows = self.conn.execute("SELECT id, start, interval FROM wl_nodes WHERE node = %s",
                                  (node,)).fetchall()
         if rows:
@@ -422,7 +433,8 @@ class PgCommitter:
         return n
 
     def close(self, clean=False):
-        self.conn.close()
+        if self._conn is not None:
+            self._conn.close()
 
 
 class PgStore(Writer, PgReader):
