@@ -12,11 +12,13 @@ The parts, each made here and nowhere else, and handed to what uses them:
   sink       the InfluxDB sink (bridges/sink.py), with [influx] only
   http       the HTTP side (serve/app.py: Api over the store, watch, links and sink), with
              [http] listen only; its secret files read now
-A listener has one small shape: topics() to subscribe to, take(topic, payload) -> whether the
+With [cluster] the collector is cluster.py's (NATS partitions under leases, into the shared
+PostgreSQL), made of the same parts. A listener has one small shape: topics() to subscribe to, take(topic, payload) -> whether the
 message was its own. Nothing here reaches into a part after it is made.
 """
 
 import collections
+import os
 
 from wattlog.complaints import Complaints
 from wattlog.links import Link
@@ -42,9 +44,13 @@ def build(s, password=None):
             from wattlog.serve.plugwatch import PlugWatch
             watch = PlugWatch(s.base_topic)
             http = _http(s, store, watch, link, influx_sink)
+        os.makedirs(s.data_dir, exist_ok=True)  # this collector's own records (firmware)
         firmware = Firmware(s.data_dir, s.base_topic, complaints=complaints)
-        return Collector(s, password, Parts(store, complaints, firmware, watch, link,
-                                            influx_sink, http))
+        parts = Parts(store, complaints, firmware, watch, link, influx_sink, http)
+        if s.cluster_nats:
+            from wattlog.cluster import ClusterCollector
+            return ClusterCollector(s, password, parts)
+        return Collector(s, password, parts)
     except BaseException:
         store.close()
         raise

@@ -28,6 +28,10 @@ The file (TOML, read with tomllib) and its keys, every one optional:
     [tariff]                                                tariff            the table as
     currency = "EUR"  price = 0.30  (or day_price, night_price, night_start, night_end)
                                                             read, checked by energy.py
+    [cluster]                                               (cluster.py: past one Pi)
+    nats = ["nats://n1.lan:4222", "nats://n2.lan:4222"]     cluster_nats      its NATS nodes
+    mqtt = ["mqtt://wattlog-collector@n1.lan"]              cluster_mqtt      its gateways
+    partitions = 64   name = "pi-3"                         cluster_partitions, cluster_name
     [influx]                                                (sink.py, influx.py; what the
     url = "influx://wattlog@127.0.0.1:8086/wattlog"         influx_url         --influx*
     schema = "sp3s"                                         influx_schema      flags set)
@@ -108,6 +112,10 @@ class Settings:
     influx_names: dict | None = None
     store: str | None = None  # None: PHPFina files in data_dir; else a postgresql:// URL
     store_password_file: str | None = None
+    cluster_nats: tuple | None = None  # [cluster] nats: None is one collector, no cluster
+    cluster_mqtt: tuple | None = None  # [cluster] mqtt: the gateways to try (default: broker)
+    cluster_partitions: int = 64
+    cluster_name: str | None = None    # this collector's name (default: host and PID)
     path: str | None = None  # the file these came from (None: defaults and flags only)
 
 
@@ -181,6 +189,30 @@ _HTTP_KEYS = {
     "read_open": ("http_read_open", _flag, "true or false"),
     "token_file": ("http_token_file", _text, "a file name"),
     "operator_password_file": ("operator_password_file", _text, "a file name"),
+}
+def _urls(scheme):
+    def check(value):
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, list) and value and all(
+                _text(v) and v.split("://")[0] in scheme for v in value):
+            return tuple(value)
+        return None
+    return check
+
+
+def _partitions(value):
+    return value if isinstance(value, int) and not isinstance(value, bool) and \
+        1 <= value <= 4096 else None
+
+
+_CLUSTER_KEYS = {
+    "nats": ("cluster_nats", _urls(("nats", "tls")),
+             "a list of NATS URLs such as [\"nats://n1.lan:4222\", \"nats://n2.lan:4222\"]"),
+    "mqtt": ("cluster_mqtt", _urls(("mqtt", "mqtts")),
+             "a list of MQTT URLs of the gateways, such as [\"mqtt://wattlog-collector@n1.lan\"]"),
+    "partitions": ("cluster_partitions", _partitions, "a whole number from 1 to 4096"),
+    "name": ("cluster_name", _text, "a name for this collector"),
 }
 _INFLUX_KEYS = {
     "url": ("influx_url", _text, "an InfluxDB URL such as influx://HOST:8086/DATABASE"),
@@ -262,13 +294,18 @@ def load(path, files=FILES):
     except UnicodeDecodeError:
         raise SettingsError("%s is not UTF-8 text" % path) from None
     values = {}
-    _take({k: v for k, v in doc.items() if k not in ("http", "tariff", "influx")},
-          dict(_KEYS, http=None, tariff=None, influx=None), "", path, values)
-    for table in ("http", "tariff", "influx"):
+    _take({k: v for k, v in doc.items() if k not in ("http", "tariff", "influx", "cluster")},
+          dict(_KEYS, http=None, tariff=None, influx=None, cluster=None), "", path, values)
+    for table in ("http", "tariff", "influx", "cluster"):
         if table in doc and not isinstance(doc[table], dict):
             raise SettingsError("%s: %s must be a table ([%s]), not %s"
                                 % (path, table, table, _kind(doc[table])))
     _take(doc.get("http", {}), _HTTP_KEYS, "http.", path, values)
+    _take(doc.get("cluster", {}), _CLUSTER_KEYS, "cluster.", path, values)
+    if "cluster" in doc and ("cluster_nats" not in values or "store" not in values):
+        raise SettingsError("%s: [cluster] needs nats = [...] and, at the top, store = "
+                            "\"postgresql://...\": a cluster's collectors share one database"
+                            % path)
     if "influx" in doc:
         _influx(doc["influx"], path, values)
     if "tariff" in doc:
@@ -329,7 +366,8 @@ def _resolve(values, path):
 
 def _key(field):
     """The TOML key of a Settings field, as the file spells it."""
-    for keys, where in ((_KEYS, ""), (_HTTP_KEYS, "http."), (_INFLUX_KEYS, "influx.")):
+    for keys, where in ((_KEYS, ""), (_HTTP_KEYS, "http."), (_INFLUX_KEYS, "influx."),
+                        (_CLUSTER_KEYS, "cluster.")):
         for key, (name, _, _) in keys.items():
             if name == field:
                 return where + key

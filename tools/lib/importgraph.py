@@ -26,7 +26,7 @@ ROOTS = {"wattlog": os.path.join(REPO, "host", "wattlog"),
 PARTS = ("store", "serve", "bridges", "fleet")  # the collector's packages
 LOWER = {"store": (), "bridges": ("store",), "fleet": ("store",), "serve": ("store", "fleet")}
 STORE_MAY = ("wattlog", "wattlog.times", "wattlog.complaints")  # top-level modules
-BUILDERS = ("wattlog.collector", "wattlog.service", "wattlog.cli")
+BUILDERS = ("wattlog.collector", "wattlog.cluster", "wattlog.service", "wattlog.cli")
 
 
 def modules(package):

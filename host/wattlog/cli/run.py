@@ -17,6 +17,7 @@ from wattlog.times import parse_time
 def cmd_collect(args):
     from wattlog import service, settings
     from wattlog.bridges.influx import InfluxError
+    from wattlog.store.postgres import StoreUnavailable
     s = command_settings(args, settings.FILES)
     if s.path is None and args.data is None:
         raise CliError("no config file at %s: give --config FILE (`wattlog provision` writes "
@@ -25,7 +26,7 @@ def cmd_collect(args):
     os.makedirs(s.data_dir, exist_ok=True)
     try:
         collector = service.build(s, password)
-    except (ValueError, RegistryError, StartError, InfluxError) as e:
+    except (ValueError, RegistryError, StartError, InfluxError, StoreUnavailable) as e:
         raise CliError(str(e)) from None
     collector.run()
     if collector.failed:

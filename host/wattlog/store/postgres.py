@@ -73,6 +73,17 @@ class StoreUnavailable(OSError):
     """The database did not take a commit (down, unreachable, refusing): nothing of it stands."""
 
 
+class LeaseLost(StoreUnavailable):
+    """The session that held this collector's leases is gone (killed, timed out while the
+    collector was paused, the server restarted): others may own its partitions now."""
+
+
+MEMBERS_KEY = 0x776C6D00     # pg_advisory_lock(MEMBERS_KEY, i): collector i is alive
+PARTITIONS_KEY = 0x776C7000  # pg_advisory_lock(PARTITIONS_KEY, p): partition p is owned
+MAX_MEMBERS = 1024
+SCHEMA_KEY = 0x776C7300      # pg_advisory_xact_lock: one collector makes the tables at a time
+
+
 def _connect(dsn, password, autocommit):
     import psycopg
     try:
@@ -244,8 +255,15 @@ class PgCommitter:
         self.complain = complaints
         self.clock = clock
         self._conn = None
-        with self.conn.transaction():
-            self.conn.execute(SCHEMA)
+        self.fenced = False  # leases on this connection (the cluster): never made again
+        import psycopg
+        try:
+            with self.conn.transaction():  # one at a time: IF NOT EXISTS does not race safely
+                self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_KEY,))
+                self.conn.execute(SCHEMA)
+        except psycopg.Error as e:
+            raise StoreUnavailable("the database %s refused wattlog's tables (%s)"
+                                   % (dsn, str(e).strip().splitlines()[0])) from None
         self.nodes = {}
         self.generation = 0
         self.commits = 0
@@ -259,8 +277,77 @@ class PgCommitter:
         """The writer's connection, made again when the server closed it (a restart, its
         idle_session_timeout): a commit on a dead one fails; the next one reconnects."""
         if self._conn is None or self._conn.closed or self._conn.broken:
+            if self.fenced and self._conn is not None:
+                raise LeaseLost("the database session holding this collector's leases is gone")
             self._conn = _connect(self.dsn, self.password, autocommit=False)
         return self._conn
+
+    # -- leases (the cluster: cluster.py) ------------------------------------------------------
+    # Session-level advisory locks on the writer's own connection: they die with it (the
+    # collector killed, its session ended by idle_session_timeout while it was paused), and a
+    # commit can only happen on the session that holds them, so a collector that lost its
+    # partitions can write nothing: the database is the fence.
+
+    def _one(self, sql, args=()):
+        import psycopg
+        try:
+            row = self.conn.execute(sql, args).fetchone()
+            self.conn.commit()
+            return row[0]
+        except psycopg.Error as e:
+            if self.fenced:
+                raise LeaseLost("the database session holding the leases failed (%s)"
+                                % str(e).strip().splitlines()[0]) from None
+            raise StoreUnavailable(str(e).strip().splitlines()[0]) from None
+
+    def join(self):
+        """Become a member (fenced from now on); this collector's member number."""
+        self.fenced = True
+        for i in range(MAX_MEMBERS):
+            if self._one("SELECT pg_try_advisory_lock(%s, %s)", (MEMBERS_KEY, i)):
+                return i
+        raise StoreUnavailable("%d collectors share this database already" % MAX_MEMBERS)
+
+    def members(self):
+        """How many collectors are alive (hold a member lock)."""
+        return self._one("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+                         "classid = %s::oid AND granted", (MEMBERS_KEY,))
+
+    def take_lease(self, partition):
+        return self._one("SELECT pg_try_advisory_lock(%s, %s)", (PARTITIONS_KEY, partition))
+
+    def owned_elsewhere(self):
+        """The partitions some other session owns."""
+        import psycopg
+        try:
+            rows = self.conn.execute(
+                "SELECT objid::int FROM pg_locks WHERE locktype = 'advisory' AND classid = "
+                "%s::oid AND granted AND pid <> pg_backend_pid()", (PARTITIONS_KEY,)).fetchall()
+            self.conn.commit()
+        except psycopg.Error as e:
+            raise LeaseLost("the database session holding the leases failed (%s)"
+                            % str(e).strip().splitlines()[0]) from None
+        return {r for r, in rows}
+
+    def release(self, partition):
+        self._one("SELECT pg_advisory_unlock(%s, %s)", (PARTITIONS_KEY, partition))
+
+    def reset(self):
+        """After LeaseLost: a fresh session at the next use (not fenced until join())."""
+        self._conn, self.fenced = None, False
+
+    def node_names(self):
+        rows = self.conn.execute("SELECT node FROM wl_nodes").fetchall()
+        self.conn.commit()
+        return [node for node, in rows]
+
+    def states(self, nodes):
+        """The saved state of each of `nodes` (those the database has one for)."""
+        rows = self.conn.execute("SELECT node, state FROM wl_nodes WHERE node = ANY(%s) AND "
+                                 "state IS NOT NULL", (list(nodes),)).fetchall()
+        self.conn.commit()
+        self._saved.update({node: json.dumps(state, sort_keys=True) for node, state in rows})
+        return dict(rows)
 
     def interval(self, node):
         """A known node's slot length, or None (unknown, or the database away: the batch's
@@ -321,8 +408,10 @@ class PgCommitter:
                                 "(key) DO UPDATE SET value = EXCLUDED.value",
                                 (int(self.clock()),))
         except psycopg.Error as e:
-            raise StoreUnavailable("the database %s did not take the commit (%s)"
-                                   % (self.dsn, str(e).strip().splitlines()[0])) from None
+            kind = LeaseLost if self.fenced and (self._conn.closed or self._conn.broken) \
+                else StoreUnavailable
+            raise kind("the database %s did not take the commit (%s)"
+                       % (self.dsn, str(e).strip().splitlines()[0])) from None
         self._saved.update(changed)
         self.nodes = dict(nodes) if nodes is not None else self.nodes
         self.generation = generation
@@ -451,3 +540,10 @@ class PgStore(Writer, PgReader):
 
     def status(self):
         return Writer.status(self)
+
+    def nodes(self):
+        """The database's state of every node, this collector's live one over it for the
+        nodes it keeps (a cluster's collector keeps its partitions' nodes only)."""
+        out = PgReader.nodes(self)
+        out.update(Writer.nodes(self))
+        return out

@@ -126,6 +126,26 @@ class Writer:
         wh = round(kwh * 1000)
         return {"energy_wh": wh, "energy_time": int(t)} if 0 <= wh < 1 << 30 else {}
 
+    def discard_pending(self):
+        """Forget what is pending (a cluster's collector that lost its leases: another one
+        has those readings from the broker again); the number of readings dropped here."""
+        pending, _ = self.ingest.take()
+        return sum(len(c[0]) for chunks in pending.values() for c in chunks)
+
+    def reload_nodes(self, states):
+        """{node: saved state}: take each as the node's state (a partition just taken over:
+        its nodes' acks moved on under another collector)."""
+        fresh = Nodes(states, self.complaints)
+        for node in states:
+            if node in fresh.state:
+                self.nodes_state.state[node] = fresh.state[node]
+
+    def forget_nodes(self, nodes):
+        """Stop keeping these nodes' state here (a cluster's partition let go: its new owner
+        keeps it, and reads go to the database)."""
+        for node in nodes:
+            self.nodes_state.state.pop(node, None)
+
     def oldest_pending(self):
         """When (time.monotonic()) the oldest pending reading was taken in, or None."""
         return self.ingest.oldest

@@ -1,0 +1,322 @@
+"""cluster.py - a collector of a cluster (README "Past one Pi"): readings from a NATS JetStream
+cluster's partitions into the shared PostgreSQL, acks to the plugs over the MQTT gateway.
+Any number run side by side; any one may die.
+
+    plugs --MQTT--> NATS (3 nodes): wattlog.<node>.readings mapped to wlpart.<p>.<...>
+            collectors: each owns a fair share of the P partitions, by lease
+            --> PostgreSQL (store/postgres.py: one transaction a group commit)
+            --> retained ack {boot, seq} on wattlog/<node>/ack once durable there
+
+Leases: each collector joins (an advisory lock of its own number on its database session),
+counts the live ones, and holds about P / live partitions, each by an advisory lock on the
+same session; it commits on that session only. A collector killed, or paused longer than
+the database's idle_session_timeout, loses its session and with it every lease: the others
+take its partitions within a few seconds, and the woken one can write nothing (its commit
+fails on the dead session: LeaseLost), forgets what it held unacknowledged (the broker hands
+it to the new owner again) and joins afresh. A stop commits first, then lets its leases go.
+
+Each owned partition has a pull consumer (durable wlp<p>, filtered on its subjects, explicit
+acks, ACK_WAIT_S): a message is acknowledged to JetStream only after its readings are
+committed, so a collector that dies has its messages delivered again to the next owner
+(stored twice is stored once: the database's writes are idempotent). What a commit allows is
+acknowledged to the plugs as on one Pi (writer.py), retained, over MQTT; a plug's "online"
+is answered (the clock, and its energy total from the database) by the collector that owns
+its partition.
+
+Threads: the asyncio loop (NATS, takes, commits, leases: the store is only touched there);
+paho's network thread for MQTT (acks out, statuses in; a status is handed to the loop).
+"""
+
+import asyncio
+import logging
+import math
+import os
+import signal
+import socket
+import time
+
+from wattlog.fleet.natsconf import PARTITION_PREFIX, READINGS_STREAM, partition_of
+from wattlog.mqtt import client_for, parse_broker
+from wattlog.store.ingest import NODE_ID
+from wattlog.store.postgres import LeaseLost, StoreUnavailable
+from wattlog.systemd import Notifier
+from wattnode import wire
+
+log = logging.getLogger("wattlog")
+ACK_WAIT_S = 10         # a message not acknowledged this long is delivered again
+FETCH_BATCH = 256       # messages a partition's consumer asks for at a time
+REBALANCE_S = 2.0       # how often the live collectors are counted and leases taken or freed
+COMMIT_S = 1.0          # a group commit at most this often (what is pending waits no longer)
+HEARTBEAT_S = 1.0       # the database session is used at least this often: never idle
+
+
+class ClusterCollector:
+    def __init__(self, settings, password, parts):
+        s = settings
+        self.s = s
+        self.store = parts.store
+        self.firmware = parts.firmware
+        self.listeners = [p for p in (parts.firmware, parts.watch) if p is not None]
+        self.http = parts.http
+        self.sink = parts.sink
+        self.broker_link = parts.link
+        self.complaints = parts.complaints
+        self.notifier = Notifier()
+        self.password = password
+        self.partitions = s.cluster_partitions
+        self.name = s.cluster_name or "%s-%d" % (socket.gethostname(), os.getpid())
+        self.commit_interval_s = min(s.commit_interval_s, COMMIT_S)
+        self.owned = {}          # partition -> its fetch task
+        self.unacked = []        # JetStream messages taken, to acknowledge after the commit
+        self.failed = False
+        self._stop = False
+        self._loop = None
+        self._statuses = []      # nodes that said "online", from the MQTT thread
+        self.online = set()      # the nodes whose retained status says online
+        self.mqtt = None
+
+    # -- MQTT: acks out, statuses in ----------------------------------------------------------
+
+    def _mqtt(self):
+        url = (self.s.cluster_mqtt or (self.s.broker,))[0]
+        client, host, port = client_for(url, "%s-%s" % (self.s.client_id, self.name)[:64],
+                                        self.s.ca, self.password)
+        client.on_connect = self._on_connect
+        client.on_disconnect = lambda c, u, f, rc, p: self.broker_link.down(
+            "the connection was lost (%s)" % rc)
+        client.on_message = self._on_message
+        self._gateways = [parse_broker(u)[:2] for u in (self.s.cluster_mqtt or (self.s.broker,))]
+        client.connect_async(host, port, keepalive=30)
+        client.loop_start()
+        return client
+
+    def _on_connect(self, client, userdata, flags, rc, properties):
+        if rc.is_failure:
+            self.broker_link.down("the gateway refused the connection (%s)" % rc)
+            return
+        self.broker_link.up()
+        client.subscribe([("%s/+/status" % self.s.base_topic, 1)])
+        for listener in self.listeners:
+            client.subscribe(listener.topics())
+
+    def _on_message(self, client, userdata, msg):
+        if any([listener.take(msg.topic, msg.payload) for listener in self.listeners]):
+            return
+        if msg.topic.endswith("/status"):
+            node = msg.topic.split("/")[-2]
+            if NODE_ID.match(node):
+                self._loop.call_soon_threadsafe(self._status_of, node, msg.payload == b"online")
+
+    def _status_of(self, node, online):
+        if online:
+            self.online.add(node)
+            self._statuses.append(node)
+        else:
+            self.online.discard(node)
+
+    def _ack(self, node, payload, retain):
+        self.mqtt.publish("%s/%s/ack" % (self.s.base_topic, node), payload, qos=1,
+                          retain=retain)
+
+    def _answer_clocks(self):
+        """The clock (and the energy total) for each plug that came online, if it is ours."""
+        nodes, self._statuses = self._statuses, []
+        for node in nodes:
+            if partition_of(node, self.partitions) in self.owned:
+                energy = self.store.last_energy(node)
+                self._ack(node, wire.encode_clock(int(time.time()),
+                                                  max(5, round(self.commit_interval_s)),
+                                                  energy.get("energy_wh", -1),
+                                                  energy.get("energy_time", 0)), retain=False)
+
+    # -- NATS: the partitions this collector owns ---------------------------------------------
+
+    async def _stream(self, js):
+        from nats.js.api import RetentionPolicy, StreamConfig
+        from nats.js.errors import BadRequestError
+        config = StreamConfig(name=READINGS_STREAM, subjects=["%s.>" % PARTITION_PREFIX],
+                              retention=RetentionPolicy.WORK_QUEUE,
+                              num_replicas=min(3, len(self.s.cluster_nats)))
+        try:
+            await js.add_stream(config)
+        except BadRequestError:
+            pass  # it is there already (made by another collector)
+
+    async def _fetch(self, js, p):
+        """The partition's consumer, pulled until the partition is let go."""
+        from nats.errors import Error as NatsError, TimeoutError as NatsTimeout
+        from nats.js.api import AckPolicy, ConsumerConfig
+        sub = await js.pull_subscribe(
+            "%s.%d.>" % (PARTITION_PREFIX, p), durable="wlp%d" % p, stream=READINGS_STREAM,
+            config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=ACK_WAIT_S,
+                                  max_ack_pending=100000))
+        try:
+            while True:
+                try:
+                    msgs = await sub.fetch(FETCH_BATCH, timeout=1)
+                except NatsTimeout:
+                    continue
+                for m in msgs:
+                    self._take(m)
+        finally:
+            try:
+                await sub.unsubscribe()
+            except NatsError:
+                pass  # the connection is closing: the consumer lives on in the cluster
+
+    def _take(self, m):
+        # wlpart.<p>.<base>.<node>.readings -> <base>/<node>/readings, as the plug published it
+        topic = "/".join(m.subject.split(".")[2:])
+        self.store.take(topic, m.data)
+        self.unacked.append(m)
+        for node, resend in self.store.resends():
+            self._ack(node, resend, retain=False)
+
+    async def _rebalance(self, js):
+        """Hold a fair share of the partitions: ceil(P / live collectors)."""
+        live = max(self.store.committer.members(), 1)
+        share = math.ceil(self.partitions / live)
+        if len(self.owned) > share:
+            await self._commit("a collector joined")
+            for p in sorted(self.owned)[share:]:
+                self.owned.pop(p).cancel()
+                self.store.forget_nodes(self._nodes_of(p))
+                self.store.committer.release(p)
+                log.info("partition %d handed over (%d collectors live)", p, live)
+            return
+        if len(self.owned) == share:
+            return
+        taken_elsewhere = self.store.committer.owned_elsewhere()
+        start = (self.member * self.partitions // max(live, 1)) % self.partitions
+        for k in range(self.partitions):
+            p = (start + k) % self.partitions
+            if len(self.owned) >= share:
+                break
+            if p in self.owned or p in taken_elsewhere or not self.store.committer.take_lease(p):
+                continue
+            self.store.reload_nodes(self.store.committer.states(self._nodes_of(p)))
+            self.owned[p] = asyncio.ensure_future(self._fetch(js, p))
+            # its plugs that came online while no collector owned it: their clock now
+            self._statuses += [n for n in self.online if partition_of(n, self.partitions) == p]
+            log.info("partition %d taken (%d of %d, %d collectors live)", p, len(self.owned),
+                     share, live)
+
+    def _nodes_of(self, p):
+        return [n for n in self.store.committer.node_names()
+                if partition_of(n, self.partitions) == p]
+
+    async def _commit(self, why):
+        """The group commit; then the acks to the plugs and to JetStream, in that order."""
+        done = self.store.commit()
+        acked, self.unacked = self.unacked, []
+        if done is not None:
+            for node, _, ack in done.acks:  # only now: every record it covers is durable
+                self._ack(node, ack, retain=True)
+        for m in acked:
+            await m.ack()
+        if done is not None:
+            log.debug("commit (%s): %d points; acked %d plugs", why, done.points,
+                      len(done.acks))
+
+    def _start_over(self):
+        """Join the live collectors with no partition: nodes are kept only once owned."""
+        self.store.recover({})
+        self.store.forget_nodes(list(self.store.nodes_state.state))
+        self.member = self.store.committer.join()
+
+    def _status(self, span_s, counted):
+        st = self.store.status()
+        log.info("status: %d readings in %.0f s from %d plugs; partitions %s; %d commits, %d "
+                 "points pending", st["readings"] - counted, span_s, st["plugs_heard"],
+                 ",".join(map(str, sorted(self.owned))) or "none", st["commits"],
+                 st["pending_points"])
+        self.complaints.flush()
+        return st["readings"]
+
+    def _lost(self, why):
+        """The leases are gone: forget everything that was not committed and start afresh."""
+        dropped = self.store.discard_pending()
+        for task in self.owned.values():
+            task.cancel()
+        self.owned, self.unacked = {}, []
+        log.error("%s: the %d readings not yet committed are left to the partitions' new "
+                  "owners; joining again", why, dropped)
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    @property
+    def connected(self):  # what systemd's status line says (systemd.py)
+        return self.mqtt is not None and self.mqtt.is_connected()
+
+    @property
+    def host(self):
+        return self._gateways[0][0] if self.mqtt else "?"
+
+    @property
+    def port(self):
+        return self._gateways[0][1] if self.mqtt else 0
+
+    def stop(self, *_):
+        self._stop = True
+
+    def run(self):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self.stop)
+        asyncio.run(self._run())
+
+    async def _run(self):
+        import nats
+        self._loop = asyncio.get_running_loop()
+        user = parse_broker(self.s.broker)[2]
+        if self.http is not None and not self.http.start(on_failure=self.stop):
+            self.failed = True
+            return
+        nc = await nats.connect(list(self.s.cluster_nats), user=user, password=self.password,
+                                name=self.name, max_reconnect_attempts=-1)
+        js = nc.jetstream()
+        await self._stream(js)
+        self.mqtt = self._mqtt()
+        self._start_over()
+        log.info("cluster collector %s (member %d) on %d partitions, committing every %.1f s",
+                 self.name, self.member, self.partitions, self.commit_interval_s)
+        self.notifier.started(self)
+        last_commit = last_rebalance = 0.0
+        last_status, counted = time.monotonic(), 0
+        try:
+            while not self._stop:
+                await asyncio.sleep(0.05)
+                now = time.monotonic()
+                try:
+                    if now - last_rebalance >= REBALANCE_S:
+                        last_rebalance = now
+                        await self._rebalance(js)
+                    self._answer_clocks()
+                    if now - last_commit >= self.commit_interval_s:
+                        last_commit = now
+                        await self._commit("interval")
+                except LeaseLost as e:
+                    self._lost(str(e))
+                    self.store.committer.reset()
+                    self._start_over()
+                except StoreUnavailable as e:
+                    log.error("%s; trying again", e)
+                self.notifier.tick(self)
+                if now - last_status >= self.s.status_interval_s:
+                    last_status, counted = now, self._status(now - last_status, counted)
+        finally:
+            self.notifier.stopping(self)
+            try:
+                await self._commit("shutdown")
+            except StoreUnavailable as e:
+                log.error("the last commit failed (%s): the broker delivers those readings "
+                          "again", e)
+            tasks = list(self.owned.values())
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self.http is not None:
+                self.http.stop()
+            await nc.close()
+            self.mqtt.loop_stop()
+            self.store.close()
+            log.info("cluster collector %s stopped", self.name)
