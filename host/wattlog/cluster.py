@@ -95,7 +95,7 @@ class ClusterCollector:
             self.broker_link.down("the gateway refused the connection (%s)" % rc)
             return
         self.broker_link.up()
-        client.subscribe([("%s/+/status" % self.s.base_topic, 1)])
+        client.subscribe([("%s/+/status" % self.s.base_topic, 0)])  # retained: QoS 0 will do
         for listener in self.listeners:
             client.subscribe(listener.topics())
 
@@ -131,6 +131,29 @@ class ClusterCollector:
 
     # -- NATS: the partitions this collector owns ---------------------------------------------
 
+    async def _connect(self, nats, user):
+        """The cluster's NATS connection and the readings stream, tried until they work (the
+        cluster may be electing its leaders, or not up yet) or the collector is stopped."""
+        from nats.errors import Error as NatsError
+        wait_s = 1.0
+        while not self._stop:
+            nc = None
+            try:
+                nc = await nats.connect(list(self.s.cluster_nats), user=user,
+                                        password=self.password, name=self.name,
+                                        max_reconnect_attempts=-1, connect_timeout=5)
+                js = nc.jetstream()
+                await self._stream(js)
+                return nc, js
+            except (NatsError, OSError, asyncio.TimeoutError) as e:
+                log.warning("the NATS cluster %s is not ready (%s); trying again in %.0f s",
+                            ", ".join(self.s.cluster_nats), e or type(e).__name__, wait_s)
+                if nc is not None:
+                    await nc.close()
+                await asyncio.sleep(wait_s)
+                wait_s = min(wait_s * 2, 30.0)
+        return None, None
+
     async def _stream(self, js):
         from nats.js.api import RetentionPolicy, StreamConfig
         from nats.js.errors import BadRequestError
@@ -154,7 +177,12 @@ class ClusterCollector:
             while True:
                 try:
                     msgs = await sub.fetch(FETCH_BATCH, timeout=1)
-                except NatsTimeout:
+                except (NatsTimeout, asyncio.TimeoutError):
+                    continue  # nothing came
+                except NatsError as e:  # the cluster is electing, or the connection moves
+                    log.warning("partition %d: fetching failed (%s); trying again", p,
+                                e or type(e).__name__)
+                    await asyncio.sleep(1)
                     continue
                 for m in msgs:
                     self._take(m)
@@ -271,10 +299,9 @@ class ClusterCollector:
         if self.http is not None and not self.http.start(on_failure=self.stop):
             self.failed = True
             return
-        nc = await nats.connect(list(self.s.cluster_nats), user=user, password=self.password,
-                                name=self.name, max_reconnect_attempts=-1)
-        js = nc.jetstream()
-        await self._stream(js)
+        nc, js = await self._connect(nats, user)
+        if nc is None:
+            return
         self.mqtt = self._mqtt()
         self._start_over()
         log.info("cluster collector %s (member %d) on %d partitions, committing every %.1f s",

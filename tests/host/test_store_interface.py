@@ -234,3 +234,32 @@ def test_both_engines_answer_the_same_series_from_their_summaries(tmp_path, requ
     # 4 x level 64, 4 x level 512: the summaries answer the last two
     for store in stores:
         store.close()
+
+
+def test_postgresql_takes_an_earlier_batch_that_arrives_late(tmp_path, request):
+    """A cluster delivers each partition in order, but a handover can bring an earlier batch
+    after a later one: PostgreSQL stores it (the files' feeds cannot grow backwards and drop
+    it, counted), the grid's first slot moves back, and the summaries follow."""
+    from wattlog.store.postgres import PgStore
+    server = request.getfixturevalue("pg")
+    store = PgStore(fresh_database(server, "late_batch"), server.password, Complaints())
+    store.recover({})
+    store.take("wattlog/p/readings", batch(records(100, 200, 100), seq=200))
+    store.commit()
+    store.flush_summaries()
+    store.take("wattlog/p/readings", batch(records(100, 0, 200), seq=0))
+    store.commit()
+    store.flush_summaries()
+    entry = store.lookup("p/power")
+    feed = store.feed(entry)
+    assert feed.start == T0 and feed.npoints() == 300
+    assert list(store.read(entry, feed, 195, 205)) == [np.float32(power("plug-a", k))
+                                                       for k in range(195, 205)]
+    buckets = store.series(entry, feed, T0, T0 + 3000, 3)
+    size = buckets["bucket_s"] // 10
+    values = store.read(entry, feed, 0, 300)
+    assert not buckets["raw"] and buckets["count"] == [
+        int(np.count_nonzero(~np.isnan(values[k:k + size]))) for k in range(0, 300, size)]
+    assert buckets["count"][0] == size - 1  # slot 7 has no power reading
+    store.close()
+

@@ -8,20 +8,27 @@ dashboard, emoncms's API, energy, metrics, the sink, the CLI) reads it through t
     reader = PgReader(dsn, password)                # what the database holds, read
 
 Tables (schema made here, idempotently, by the first store that connects):
-  wl_nodes     id, node (unique), interval (s), start (unix s of slot 0), npoints (the
-               committed slots: past the last one written), state (jsonb: commit.json's
-               entry for the node, nodes.py: boot, acked seq, losses)
+  wl_nodes     id, node (unique), interval (s), first and top (the first and the last slot
+               written, as slot numbers on the epoch's grid: unix s / interval), state (jsonb:
+               commit.json's entry for the node, nodes.py: boot, acked seq, losses). The
+               interface's grid starts at `first`: an older reading that arrives late (the
+               cluster delivers each partition in order, but a handover can bring an earlier
+               batch after a later one) moves it back, as PHPFina's files never can
   wl_feeds     id (the feed ids the API and emoncms show), node_id, channel, unit
-  wl_readings  node_id, slot, power, voltage, current, energy (real: float32, as a PHPFina
+  wl_readings  node_id, slot (on the epoch's grid), power, voltage, current, energy (real:
+               float32, as a PHPFina
                .dat holds them; NULL where a channel has no reading); key (node_id, slot).
                One row a reading: a plug's four channels share its grid. A row written again
                (a batch redelivered, or resent with more records) is the same row: storing is
                idempotent, and new slots are simply new rows
-  wl_summaries node_id, level (rollup.LEVELS: 64 .. 32768 slots), k (bucket k of the node's
-               slots), and per channel count, mean, min, max: what query.Engine reads for a
+  wl_summaries node_id, level (rollup.LEVELS: 64 .. 32768 slots), k (bucket k from the
+               node's first slot), and per channel count, mean, min, max: what query.Engine
+               reads for a
                long range (a year at 10 s in 1000 points reads about 6,000 rows of level 512)
-  wl_summary_upto  node_id, upto: the slots below it are summarised (a commit that writes
-               below it moves it back down); derived data, brought up by flush_summaries(),
+  wl_summary_upto  node_id, upto: the slots below it (counted from the first) are
+               summarised (a commit that writes below it moves it back down, one that moves
+               the first slot back drops them all); derived data, brought up by
+               flush_summaries(),
                never on the commit's path, so a query past it reads the readings themselves
   wl_commits   a sequence: each commit's number, carried by its acks (commitfile.py's role)
   wl_meta      last_commit: when the last commit was made (unix s)
@@ -51,7 +58,7 @@ UNITS = {"power": "W", "voltage": "V", "current": "A", "energy": "kWh"}
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS wl_nodes (
     id serial PRIMARY KEY, node text NOT NULL UNIQUE, interval integer NOT NULL,
-    start bigint NOT NULL, npoints integer NOT NULL DEFAULT 0, state jsonb);
+    first integer NOT NULL, top integer NOT NULL, state jsonb);
 CREATE TABLE IF NOT EXISTS wl_feeds (
     id serial PRIMARY KEY, node_id integer NOT NULL REFERENCES wl_nodes (id),
     channel text NOT NULL, unit text NOT NULL, UNIQUE (node_id, channel));
@@ -125,13 +132,14 @@ class PgFeed(Grid):
     """One channel of one plug as a fixed grid (the interface's feed): slot k is the time
     start + k * interval; npoints() the committed slots of the plug."""
 
-    def __init__(self, conns, entry, node_id, start, interval, npoints):
+    def __init__(self, conns, entry, node_id, first, top, interval):
         self.conns = conns
         self.id = entry["id"]
         self.channel = entry["channel"]
         self.node_id = node_id
-        self.start, self.interval = start, interval
-        self._npoints = npoints
+        self.base = first  # the grid's slot 0, as a slot number on the epoch's grid
+        self.start, self.interval = first * interval, interval
+        self._npoints = top - first + 1
 
     def npoints(self):
         return self._npoints
@@ -143,10 +151,11 @@ class PgFeed(Grid):
             return out
         rows = self.conns.query(
             "SELECT slot, %s FROM wl_readings WHERE node_id = %%s AND slot >= %%s AND slot < %%s"
-            " AND %s IS NOT NULL" % (self.channel, self.channel), (self.node_id, first, stop))
+            " AND %s IS NOT NULL" % (self.channel, self.channel),
+            (self.node_id, self.base + first, self.base + stop))
         if rows:
             got = np.array(rows, dtype=np.float64)
-            out[got[:, 0].astype(np.int64) - first] = got[:, 1]
+            out[got[:, 0].astype(np.int64) - self.base - first] = got[:, 1]
         return out
 
     def last_value(self, max_slots=1 << 18, before=None):
@@ -154,8 +163,8 @@ class PgFeed(Grid):
         rows = self.conns.query(
             "SELECT slot, %s FROM wl_readings WHERE node_id = %%s AND slot < %%s AND slot >= %%s"
             " AND %s IS NOT NULL ORDER BY slot DESC LIMIT 1" % (self.channel, self.channel),
-            (self.node_id, stop, max(stop - max_slots, 0)))
-        return (int(rows[0][0]), float(rows[0][1])) if rows else None
+            (self.node_id, self.base + stop, self.base + max(stop - max_slots, 0)))
+        return (int(rows[0][0]) - self.base, float(rows[0][1])) if rows else None
 
 
 class PgSummaries:
@@ -223,13 +232,12 @@ class PgReader(Interface):
         return {"id": fid, "node": node, "channel": channel, "unit": unit, "interval": iv}
 
     def feed(self, entry):
-        rows = self.conns.query("SELECT n.id, n.start, n.interval, n.npoints FROM wl_feeds f "
+        rows = self.conns.query("SELECT n.id, n.first, n.top, n.interval FROM wl_feeds f "
                                 "JOIN wl_nodes n ON n.id = f.node_id WHERE f.id = %s",
                                 (entry["id"],))
         if not rows:
             raise FeedError("feed %d" % entry["id"], "is not in the database")
-        node_id, start, iv, n = rows[0]
-        return PgFeed(self.conns, entry, node_id, start, iv, n)
+        return PgFeed(self.conns, entry, *rows[0])
 
     def nodes(self):
         return {node: node_row(node, state or {}) for node, state in self.conns.query(
@@ -269,7 +277,7 @@ class PgCommitter:
         self.commits = 0
         self.commit_s = 0.0
         self.recovered = False
-        self._grid = {}   # node -> (id, start, interval): a plug's grid never changes
+        self._grid = {}   # node -> (id, interval): a plug's slot length never changes
         self._saved = {}  # node -> the state last written: only changes are written
 
     @property
@@ -360,7 +368,7 @@ class PgCommitter:
                 self.conn.rollback()
             except (psycopg.Error, StoreUnavailable):
                 return None
-        return grid[2] if grid else None
+        return grid[1] if grid else None
 
     def recover(self, acks):
         """The nodes' state as the database holds it (a transaction either happened or did
@@ -393,12 +401,20 @@ class PgCommitter:
                         "wl_stage ORDER BY node_id, slot ON CONFLICT (node_id, slot) DO UPDATE "
                         "SET " + ", ".join("%s = COALESCE(EXCLUDED.%s, wl_readings.%s)"
                                            % (c, c, c) for c in CHANNELS))
-                    cur.execute("UPDATE wl_nodes n SET npoints = GREATEST(n.npoints, s.top + 1)"
-                                " FROM (SELECT node_id, max(slot) AS top FROM wl_stage GROUP BY"
-                                " node_id) s WHERE n.id = s.node_id")
-                    cur.execute("INSERT INTO wl_summary_upto SELECT node_id, min(slot) FROM "
-                                "wl_stage GROUP BY node_id ON CONFLICT (node_id) DO UPDATE SET "
-                                "upto = LEAST(wl_summary_upto.upto, EXCLUDED.upto)")
+                    # the summaries below a rewritten slot are not right any more; all of
+                    # them, where the first slot moved back (their buckets count from it)
+                    cur.execute("INSERT INTO wl_summary_upto SELECT s.node_id, CASE WHEN "
+                                "s.lo < n.first THEN 0 ELSE s.lo - n.first END FROM (SELECT "
+                                "node_id, min(slot) AS lo FROM wl_stage GROUP BY node_id) s "
+                                "JOIN wl_nodes n ON n.id = s.node_id ON CONFLICT (node_id) DO "
+                                "UPDATE SET upto = LEAST(wl_summary_upto.upto, EXCLUDED.upto)")
+                    cur.execute("DELETE FROM wl_summaries w USING (SELECT node_id, min(slot) "
+                                "AS lo FROM wl_stage GROUP BY node_id) s, wl_nodes n WHERE "
+                                "w.node_id = s.node_id AND n.id = s.node_id AND s.lo < n.first")
+                    cur.execute("UPDATE wl_nodes n SET first = LEAST(n.first, s.lo), top = "
+                                "GREATEST(n.top, s.hi) FROM (SELECT node_id, min(slot) AS lo, "
+                                "max(slot) AS hi FROM wl_stage GROUP BY node_id) s WHERE n.id = "
+                                "s.node_id")
                     changed = self._changed(nodes or {})
                     for node, text in changed.items():
                         cur.execute("UPDATE wl_nodes SET state = %s WHERE node = %s",
@@ -429,7 +445,7 @@ class PgCommitter:
 
     def _rows(self, pending, intervals):
         """(rows for wl_stage, feeds written): a row a slot of each plug, its channels side by
-        side; points before a plug's slot 0 are dropped and counted, as for the files."""
+        side, the slot numbered on the epoch's grid."""
         by_node = {}
         for (node, channel), (times, values) in pending.items():
             by_node.setdefault(node, {})[channel] = (np.asarray(times, dtype=np.int64),
@@ -437,17 +453,12 @@ class PgCommitter:
         rows, feeds = [], 0
         for node, channels in sorted(by_node.items()):
             times = next(iter(channels.values()))[0]
-            node_id, start, iv = self._grid_for(node, int(times.min()), intervals[node])
+            node_id, iv = self._grid_for(node, int(times.min()), intervals[node])
             feeds += len(channels)
             for channel, (t, v) in channels.items():
-                slots = (t - start) // iv
-                early = int(np.count_nonzero(slots < 0))
-                if early:
-                    self.complain("before-start", "dropped %d %s/%s points older than the "
-                                  "feed's first slot" % (early, node, channel), early)
-                channels[channel] = (slots, v)
+                channels[channel] = (t // iv, v)
             slots = channels[next(iter(channels))][0]
-            for i in np.flatnonzero(slots >= 0).tolist():
+            for i in range(len(slots)):
                 row = [node_id, int(slots[i])]
                 for c in CHANNELS:
                     x = channels[c][1][i] if c in channels else np.nan
@@ -456,13 +467,14 @@ class PgCommitter:
         return rows, feeds
 
     def _grid_for(self, node, first_t, interval):
+        """(node id, interval): the node's row, made with its four feeds the first time."""
         grid = self._grid.get(node) or self._load_grid(node)
         if grid is None:
-            start = first_t - first_t % interval
+            slot = first_t // interval
             node_id = self.conn.execute(
-                "INSERT INTO wl_nodes (node, interval, start) VALUES (%s, %s, %s) "
+                "INSERT INTO wl_nodes (node, interval, first, top) VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (node) DO UPDATE SET node = EXCLUDED.node RETURNING id",
-                (node, interval, start)).fetchone()[0]
+                (node, interval, slot, slot)).fetchone()[0]
             for c in CHANNELS:
                 self.conn.execute("INSERT INTO wl_feeds (node_id, channel, unit) VALUES "
                                   "(%s, %s, %s) ON CONFLICT DO NOTHING", (node_id, c, UNITS[c]))
@@ -470,7 +482,7 @@ class PgCommitter:
         return grid
 
     def _load_grid(self, node):
-        rows = self.conn.execute("SELECT id, start, interval FROM wl_nodes WHERE node = %s",
+        rows = self.conn.execute("SELECT id, interval FROM wl_nodes WHERE node = %s",
                                  (node,)).fetchall()
         if rows:
             self._grid[node] = tuple(rows[0])
@@ -485,11 +497,11 @@ class PgCommitter:
         try:
             with self.conn.transaction():
                 todo = self.conn.execute(
-                    "SELECT n.id, COALESCE(u.upto, 0), n.npoints FROM wl_nodes n LEFT JOIN "
+                    "SELECT n.id, COALESCE(u.upto, 0), n.first, n.top FROM wl_nodes n LEFT JOIN "
                     "wl_summary_upto u ON u.node_id = n.id WHERE COALESCE(u.upto, 0) < "
-                    "n.npoints").fetchall()
-                for i, (node_id, upto, npoints) in enumerate(todo):
-                    written += self._summarise(node_id, upto, npoints)
+                    "n.top - n.first + 1").fetchall()
+                for i, (node_id, upto, first, top) in enumerate(todo):
+                    written += self._summarise(node_id, upto, first, top - first + 1)
                     if progress:
                         progress(i + 1, len(todo))
         except psycopg.Error as e:
@@ -497,16 +509,17 @@ class PgCommitter:
                                    % (self.dsn, str(e).strip().splitlines()[0])) from None
         return written
 
-    def _summarise(self, node_id, upto, npoints):
+    def _summarise(self, node_id, upto, base, npoints):
+        """One node's summaries from its slot `upto` (counted from its first, `base`) on."""
         cols = ", ".join("%s_n, %s_mean, %s_min, %s_max" % (c, c, c, c) for c in CHANNELS)
         update = ", ".join("%s = EXCLUDED.%s" % (x, x) for x in cols.split(", "))
         first = upto // LEVELS[0] * LEVELS[0]
         raw = ", ".join("count(%s), avg(%s), min(%s), max(%s)" % (c, c, c, c) for c in CHANNELS)
         n = self.conn.execute(
-            "INSERT INTO wl_summaries (node_id, level, k, %s) SELECT node_id, %d, slot / %d, %s "
-            "FROM wl_readings WHERE node_id = %%s AND slot >= %%s GROUP BY node_id, slot / %d "
+            "INSERT INTO wl_summaries (node_id, level, k, %s) SELECT node_id, %d, (slot - %%s) "
+            "/ %d, %s FROM wl_readings WHERE node_id = %%s AND slot >= %%s GROUP BY 1, 3 "
             "ON CONFLICT (node_id, level, k) DO UPDATE SET %s"
-            % (cols, LEVELS[0], LEVELS[0], raw, LEVELS[0], update), (node_id, first)).rowcount
+            % (cols, LEVELS[0], LEVELS[0], raw, update), (base, node_id, base + first)).rowcount
         for below, level in zip(LEVELS, LEVELS[1:]):
             k = level // below
             agg = ", ".join("sum({0}_n), sum({0}_mean * {0}_n) / NULLIF(sum({0}_n), 0), "
