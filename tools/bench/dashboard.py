@@ -2,7 +2,7 @@
 12,20) of a year each, and how many bytes its first load moves.
 
 N plugs, each a year of 10 s power and energy slots ending now (written straight to PHPFina
-files with commit.py's Committer, as the collector writes them), a private mosquitto on which
+files as the collector writes them: tools/lib/history.py), a private mosquitto on which
 each plug's retained status and state are published (so the collector knows them as plugs),
 the real collector with its HTTP side, and Debian's chromium driven by Playwright. Printed,
 for each number of plugs (--plugs 12,20: the 12 first, then 8 more written into the same data
@@ -32,14 +32,11 @@ import tempfile
 import time
 import urllib.request
 
-import numpy as np
-
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "tools", "lib"))
 
 from broker import Broker, free_port  # noqa: E402
-from wattlog.store.commit import Committer  # noqa: E402
-from wattlog.complaints import Complaints  # noqa: E402
+from history import write_history  # noqa: E402
 from wattlog.fleet.provision import COLLECTOR  # noqa: E402
 
 YEAR_SLOTS = 365 * 8640
@@ -48,23 +45,10 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 def write_year(data, end, plugs):
     """Plugs plug-NN for NN in `plugs` x (power, energy) x a year of 10 s slots ending at
-    `end`."""
-    start = end - YEAR_SLOTS * 10
-    times = np.arange(start, end, 10, dtype=np.int64)
-    committer = Committer(data, Complaints())
-    try:
-        for p in plugs:
-            rnd = np.random.default_rng(p)
-            t = np.arange(YEAR_SLOTS)
-            power = 50 + 20 * p + 150 * (1 + np.sin(2 * np.pi * (t % 8640) / 8640)) \
-                + rnd.normal(0, 20, YEAR_SLOTS).clip(-40, 40)
-            energy = np.cumsum(power * 10 / 3.6e6)
-            node = "plug-%02d" % p
-            committer.commit({(node, "power"): (times, power),
-                              (node, "energy"): (times, energy)}, {node: 10}, {})
-            print("  wrote %s" % node, end="\r", flush=True)
-    finally:
-        committer.close()
+    `end` (tools/lib/history.py: a day's shape, each plug its own)."""
+    write_history(data, ["plug-%02d" % p for p in plugs], end - YEAR_SLOTS * 10, YEAR_SLOTS,
+                  channels=("power", "energy"), seeds=plugs,
+                  progress=lambda node: print("  wrote %s" % node, end="\r", flush=True))
 
 
 def announce(broker, now, plugs):

@@ -10,6 +10,8 @@ neither says is the default. So on a provisioned Pi no verb needs a flag the con
   wattlog influx backfill [--since T] [--influx URL ...]   send what is there to InfluxDB
   wattlog install-service [--print]             the systemd unit and its user (systemd.py)
   wattlog feeds | nodes [--json] | repair [--force] | rebuild        [--data DIR]
+  wattlog migrate [--data DIR] --to postgresql://USER@HOST/DB [--store-password-file F]
+                                                a Pi's history into PostgreSQL (migrate.py)
   wattlog export  --feed NODE/CHANNEL|ID [--start T] [--end T] [--fill] [--format csv|json]
   wattlog energy  [--by day|week|month|year] [--from T] [--to T] [--timezone ZONE]
                   [--tariff 0.30 | day=0.32,night=0.22,night_hours=22-06]   (energy.py)
@@ -33,6 +35,7 @@ from wattlog import __version__
 from wattlog.cli.common import PASSWORD_ENV, CliError, UsageError, os_error
 from wattlog.cli.data import (cmd_energy, cmd_export, cmd_feeds, cmd_nodes, cmd_rebuild,
                               cmd_repair)
+from wattlog.cli.migrate import cmd_migrate
 from wattlog.cli.plugs import cmd_ota, cmd_plug, cmd_provision
 from wattlog.cli.run import cmd_collect, cmd_influx_backfill, cmd_install_service, influx_flags
 from wattlog.settings import CONFIG_ENV, DEFAULT_PATH
@@ -185,6 +188,17 @@ def build_parser():
 
     data_option(verb("rebuild", cmd_rebuild,
                       help="recompute the query summaries from the feeds"))
+
+    m = verb("migrate", cmd_migrate,
+             help="copy a Pi's whole history into the cluster's PostgreSQL (stop the collector "
+                  "first; run again, it goes on where it stopped)")
+    m.add_argument("--data", metavar="DIR",
+                   help="the data directory (default: the config's data, else /var/lib/wattlog)")
+    m.add_argument("--to", dest="store", metavar="URL",
+                   help="postgresql://USER@HOST[:PORT]/DATABASE (default: the config's store)")
+    m.add_argument("--store-password-file", metavar="FILE",
+                   help="the database user's password, its first line (default: the config's "
+                        "store_password_file)")
 
     w = verb("energy", cmd_energy, help="kWh and cost per plug per day, week, month or year")
     data_option(w)

@@ -129,6 +129,43 @@ def provisioned_dir(s):
     return os.path.dirname(os.path.abspath(s.path or settings.DEFAULT_PATH))
 
 
+class Progress:
+    """A long verb's progress on stderr: on a terminal one line redrawn in place (a bar, the
+    percent, what it is at); otherwise a plain line at each tenth done and at the end, so a
+    log or a pipe gets a few lines, not thousands. note(line) says a line of its own."""
+
+    def __init__(self, verb, stream=None):
+        self.verb = verb
+        self.out = stream or sys.stderr
+        self.tty = self.out.isatty()
+        self.said = None  # (tenth, what) last said on a plain line
+        self.drawn = False  # a redrawn line is on the terminal
+
+    def __call__(self, done, total, what):
+        tenth = done * 10 // max(total, 1)
+        if self.tty:
+            bar = "#" * (done * 30 // max(total, 1))
+            self.out.write("\r%s [%-30s] %3d%% %s\033[K" % (self.verb, bar,
+                                                            done * 100 // max(total, 1), what))
+            self.out.flush()
+            self.drawn = True
+        elif self.said is None or tenth > self.said[0] or (done == total and
+                                                           what != self.said[1]):
+            self.said = (tenth, what)
+            self.out.write("%s: %d%% (%s)\n" % (self.verb, tenth * 10, what))
+            self.out.flush()
+
+    def note(self, line):
+        self.out.write("%s%s: %s\n" % ("\r\033[K" if self.drawn else "", self.verb, line))
+        self.drawn = False
+
+    def close(self):
+        """Ends a redrawn line (the shell's prompt then starts on a line of its own)."""
+        if self.drawn:
+            self.out.write("\n")
+            self.drawn = False
+
+
 def print_table(rows):
     """Rows of text as columns, left-aligned."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

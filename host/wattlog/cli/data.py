@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-from wattlog.cli.common import (CliError, UsageError, command_settings, data_path, print_table,
-                                reader)
+from wattlog.cli.common import (CliError, Progress, UsageError, command_settings, data_path,
+                                print_table, reader)
 from wattlog.store.commit import Committer, StartError
 from wattlog.store.feeds import Registry, RegistryError
 from wattlog.store.phpfina import FeedError
@@ -125,16 +125,13 @@ def cmd_rebuild(args):
         committer = Committer(data, Complaints())
     except (RegistryError, StartError) as e:
         raise CliError(str(e)) from None
+    shown = Progress("rebuild")
     try:
         committer.stale = {fid: 0 for fid in committer.feeds}
-        tty = sys.stderr.isatty()
-
-        def progress(done, total):
-            if tty or done == total:
-                sys.stderr.write("%srebuild: %d/%d feeds%s" % ("\r" if tty else "", done, total,
-                                                              "" if tty and done < total else "\n"))
-        written = committer.flush_summaries(progress)
+        written = committer.flush_summaries(
+            lambda done, total: shown(done, total, "%d/%d feeds" % (done, total)))
     finally:
+        shown.close()
         committer.close()
     print("rebuilt the summaries of %d feeds in %s (%d bytes)"
           % (len(committer.feeds), os.path.join(data, "summaries"), written))

@@ -4,10 +4,9 @@ the settings), install-service (systemd.py), influx backfill (bridges/sink.py).
 
 import argparse
 import os
-import sys
 import time
 
-from wattlog.cli.common import CliError, check_broker, command_settings, data_dir
+from wattlog.cli.common import CliError, Progress, check_broker, command_settings, data_dir
 from wattlog.store.commit import StartError
 from wattlog.store.feeds import RegistryError
 from wattlog.store.phpfina import FeedError
@@ -51,29 +50,18 @@ def cmd_influx_backfill(args):
         since = parse_time(args.since) if args.since else None
     except argparse.ArgumentTypeError as e:
         raise CliError(str(e)) from None
-    tty = sys.stderr.isatty()
-    said = [-1, 0]  # the tenth and the points last said
-
-    def progress(done, total, sent):
-        tenth = done * 10 // max(total, 1)
-        if tty:
-            bar = "#" * (done * 30 // max(total, 1))
-            sys.stderr.write("\rbackfill [%-30s] %3d%% %d points" % (bar, done * 100 // max(total, 1),
-                                                                     sent))
-        elif tenth > said[0] or (done == total and sent > said[1]):  # and the last batch
-            said[:] = [tenth, sent]
-            sys.stderr.write("backfill: %d%% (%d points)\n" % (tenth * 10, sent))
+    shown = Progress("backfill")
     t0 = time.monotonic()
     try:
-        sent = backfill(data, writer, schema, since, progress)
+        sent = backfill(data, writer, schema, since,
+                        lambda done, total, sent: shown(done, total, "%d points" % sent))
     except WriteFailed as e:
         raise CliError("%s; run it again (points already sent are only written again)" % e) \
             from None
     except (RegistryError, FeedError, ValueError) as e:
         raise CliError(str(e)) from None
     finally:
-        if tty:
-            sys.stderr.write("\n")
+        shown.close()
     print("sent %d points to %s in %.1f s (schema %s)" % (sent, writer.target,
                                                         time.monotonic() - t0, schema.name))
 
