@@ -58,13 +58,13 @@ def _said(shown, step):
 def _report(s, done):
     for note in done.notes:
         print("note: " + note)
-    for node, channel, was, now in done.moved:
-        print("note: %s/%s is feed %d in the database (%d in the files: the database had given "
-              "that id to another feed); emoncms API URLs with %d need %d" % (
-                  node, channel, now, was, was, now))
-    if not done.slots:
-        print("nothing to copy: every slot of the %d plugs in %s is in %s already"
-              % (done.plugs, s.data_dir, s.store))
+    for node, channel, was, now, why in done.moved:
+        print("note: %s/%s is feed %d in the database (%d in the files: %s); emoncms API URLs "
+              "with %d need %d" % (node, channel, now, was, why, was, now))
+    if not done.rows:
+        print("nothing to copy: every reading of the %d plugs in %s is in %s already%s"
+              % (done.plugs, s.data_dir, s.store, " (%d slots compared)" % done.slots
+                 if done.slots else ""))
         return
     print("copied %d readings (%d values) of %d plugs from %s into %s in %.1f s (%.0f "
           "readings/s)%s; summaries brought up in %.1f s"

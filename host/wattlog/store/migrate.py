@@ -27,20 +27,23 @@ How:
     differs from the database's refuses the run before anything is copied;
   - a plug is then copied CHUNK_SLOTS slots at a time, each chunk one transaction: the .dat
     files read with numpy, the slots that hold a reading laid out by numpy as one binary COPY
-    straight into wl_readings, and wl_meta's "migrated:<node>" (the next slot to copy, on
-    the epoch's grid) moved on. Killed anywhere, a run again starts at that slot: nothing is
-    stored twice (the key is (node_id, slot)) and nothing done is done again; a run after a
-    whole one finds nothing to copy;
+    straight into wl_readings, and the plug's mark moved on: wl_migrated (node, source, upto),
+    the next slot to copy (on the epoch's grid) from that source. Killed anywhere, a run
+    again starts at that slot: nothing is stored twice (the key is (node_id, slot)) and
+    nothing done is done again; a run after a whole one finds nothing to copy. The source is
+    a fingerprint of the plug in the files (its grid, its first slots, commit.json's commit
+    number): another Pi's plug of the same name, or these files after the collector wrote
+    more, do not go by the mark but are compared from the start (below);
   - where the database holds slots of the chunk already (the cluster took the plug over
     before, a run stopped by a database error), they are read back (a binary COPY too) and
     must agree: where both hold a value it is the same value, else the run stops (Refused,
     naming the plug, channel and time) before that chunk is written; where one side has
     none, the value there is kept, and only the rows that change are written (an upsert).
-    Slots a collector wrote into the files, below where a run stopped, after it stopped are
-    not seen by the next run: the files are not to be written between runs.
+    Written: the rows and values the database did not hold.
 """
 
 import collections
+import hashlib
 import json
 import os
 import struct
@@ -54,11 +57,13 @@ from wattlog.store.base import StoreError
 from wattlog.store.commitfile import when
 from wattlog.store.feeds import FILE as REGISTRY_FILE
 from wattlog.store.phpfina import FeedError
-from wattlog.store.postgres import CHANNELS, UNITS, PgCommitter, StoreUnavailable
+from wattlog.store.postgres import CHANNELS, SCHEMA_KEY, UNITS, PgCommitter, StoreUnavailable
 from wattlog.store.reader import Reader
 
 CHUNK_SLOTS = 1 << 16  # a transaction: 65,536 slots (7.6 days at 10 s), 3.3 MB to COPY
-MARK = "migrated:"     # wl_meta key + node: the next slot of the node to copy
+FINGERPRINT_SLOTS = 1024  # of each channel, with the grid and the commit number: the source
+MARKS = ("CREATE TABLE IF NOT EXISTS wl_migrated (node text PRIMARY KEY, source text NOT NULL, "
+         "upto integer NOT NULL)")
 
 # PostgreSQL's binary COPY: a header, then per row a field count and each field as its length
 # and its bytes, big-endian, a NULL as the length -1 alone. numpy lays a chunk's rows out at
@@ -81,7 +86,7 @@ all `total`; rows: the rows written so far."""
 Done = collections.namedtuple("Done", "plugs rows values slots copy_s summaries_s moved notes")
 """A run: the plugs, rows (a plug's slot with any reading) and values (its channels' readings)
 written, slots looked at, the seconds the copy and the summaries took, moved [(node,
-channel, feed id in the files, its id in the database)], notes [sentences]."""
+channel, feed id in the files, its id in the database, why)], notes [sentences]."""
 
 
 class Refused(Exception):
@@ -93,10 +98,10 @@ class Refused(Exception):
         self.usage = usage
 
 
-Plug = collections.namedtuple("Plug", "node interval first top feeds ids state")
+Plug = collections.namedtuple("Plug", "node interval first top feeds ids state source")
 """A plug of the data directory: interval (s), first and top (its slots on the epoch's grid),
 feeds {channel: phpfina.Feed} (those holding slots), ids {channel: feed id}, state (commit.json's
-entry, or None)."""
+entry, or None), source (its fingerprint: _fingerprint())."""
 
 
 class Source:
@@ -115,7 +120,8 @@ class Source:
         try:
             reader = Reader.open(data_dir)
             self.state = reader._commit_state(data_dir)
-            self.plugs, self.notes = _plugs(reader, self.state.get("nodes", {}))
+            self.plugs, self.notes = _plugs(reader, self.state.get("nodes", {}),
+                                            self.state.get("commit", 0))
         except StoreError as e:
             self.close()
             raise Refused(str(e)) from None
@@ -145,8 +151,8 @@ def _lock(data_dir):
                   "behind" % (data_dir, pid))
 
 
-def _plugs(reader, states):
-    """([Plug], [notes]) of the directory's active feeds."""
+def _plugs(reader, states, commit):
+    """([Plug], [notes]) of the directory's active feeds; commit: commit.json's number."""
     notes = []
     quarantined = [e for e in reader.entries(quarantined=True) if e.get("quarantined")]
     if quarantined:
@@ -173,8 +179,19 @@ def _plugs(reader, states):
             continue
         plugs.append(Plug(node, iv, min(f.start // iv for f in held.values()),
                           max(f.start // iv + f.npoints() - 1 for f in held.values()), held,
-                          {e["channel"]: e["id"] for e in entries}, states.get(node)))
+                          {e["channel"]: e["id"] for e in entries}, states.get(node),
+                          _fingerprint(node, iv, held, commit)))
     return plugs, notes
+
+
+def _fingerprint(node, interval, feeds, commit):
+    """The plug as these files hold it, in a few bytes of text: its grid, each channel's first
+    slots and the commit number (it moves on with every commit the collector makes)."""
+    digest = hashlib.sha256(("%s %d %d" % (node, interval, commit)).encode())
+    for channel, feed in sorted(feeds.items()):
+        digest.update(("%s %d " % (channel, feed.start)).encode())
+        digest.update(feed.read(0, FINGERPRINT_SLOTS).tobytes())
+    return digest.hexdigest()[:32]
 
 
 class Target:
@@ -230,6 +247,8 @@ def _prepare(conn, plugs, moved):
     the first slot still to copy)}. Refused on an interval that differs from the database's."""
     starts, unnumbered = {}, []
     with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_KEY,))  # as postgres.py
+        conn.execute(MARKS)
         conn.execute("LOCK TABLE wl_nodes, wl_feeds IN SHARE ROW EXCLUSIVE MODE")
         taken = {fid for fid, in conn.execute("SELECT id FROM wl_feeds").fetchall()}
         for plug in plugs:
@@ -240,15 +259,16 @@ def _prepare(conn, plugs, moved):
                 want = plug.ids.get(channel)
                 if channel in have:
                     if want is not None and have[channel] != want:
-                        moved.append((plug.node, channel, want, have[channel]))
+                        moved.append((plug.node, channel, want, have[channel],
+                                      "the database had the plug already"))
                 elif want is not None and want not in taken:  # the files' id kept
                     conn.execute("INSERT INTO wl_feeds (id, node_id, channel, unit) VALUES "
                                  "(%s, %s, %s, %s)", (want, node_id, channel, UNITS[channel]))
                     taken.add(want)
                 else:
                     unnumbered.append((plug.node, node_id, channel, want))
-            mark = conn.execute("SELECT value FROM wl_meta WHERE key = %s",
-                                (MARK + plug.node,)).fetchone()
+            mark = conn.execute("SELECT upto FROM wl_migrated WHERE node = %s AND source = %s",
+                                (plug.node, plug.source)).fetchone()
             starts[plug.node] = (node_id, plug.first if mark is None else max(mark[0],
                                                                               plug.first))
         # the ids given by hand above are not to be handed out by the sequence
@@ -258,7 +278,8 @@ def _prepare(conn, plugs, moved):
             fid = conn.execute("INSERT INTO wl_feeds (node_id, channel, unit) VALUES (%s, %s, "
                                "%s) RETURNING id", (node_id, channel, UNITS[channel])).fetchone()[0]
             if want is not None:
-                moved.append((node, channel, want, fid))
+                moved.append((node, channel, want, fid,
+                              "the database had given that id to another feed"))
     return starts
 
 
@@ -337,7 +358,7 @@ def _held(cur, node_id, lo, hi):
 
 def _copy_chunk(conn, plug, node_id, lo, hi):
     """Slots lo..hi of one plug in one transaction, with the mark moved on to hi; (rows,
-    values) of the files there. Where the database holds none of those slots yet (a first
+    values) written. Where the database holds none of those slots yet (a first
     run), COPYed straight into wl_readings; else compared with what it holds (Refused where it
     holds another value), and only the rows it lacks or that fill one of its NULLs written."""
     block = _block(plug, lo, hi)
@@ -348,10 +369,12 @@ def _copy_chunk(conn, plug, node_id, lo, hi):
                                "slot >= %s AND slot < %s)", (node_id, lo, hi)).fetchone()[0]:
                 with cur.copy("COPY wl_readings FROM STDIN (FORMAT BINARY)") as copy:
                     copy.write(_copy_rows(node_id, lo, block))
+                written = present
             else:
                 held = _held(cur, node_id, lo, hi)
                 _agree(plug, lo, block, held)
-                fills = (present & np.isnan(held)).any(axis=0)  # the rows to write, merged
+                written = present & np.isnan(held)
+                fills = written.any(axis=0)  # the rows to write, merged
                 merged = np.where(fills, np.where(np.isnan(held), block, held), np.nan)
                 cur.execute(_STAGE)
                 with cur.copy("COPY wl_migrate_stage FROM STDIN (FORMAT BINARY)") as copy:
@@ -362,9 +385,10 @@ def _copy_chunk(conn, plug, node_id, lo, hi):
             # summaries above the slots written here are not right any more (postgres.py)
             cur.execute("UPDATE wl_summary_upto u SET upto = LEAST(u.upto, %s - n.first) FROM "
                         "wl_nodes n WHERE n.id = u.node_id AND u.node_id = %s", (lo, node_id))
-            cur.execute("INSERT INTO wl_meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET "
-                        "value = EXCLUDED.value", (MARK + plug.node, hi))
-    return int(np.count_nonzero(present.any(axis=0))), int(np.count_nonzero(present))
+            cur.execute("INSERT INTO wl_migrated VALUES (%s, %s, %s) ON CONFLICT (node) DO "
+                        "UPDATE SET source = EXCLUDED.source, upto = EXCLUDED.upto",
+                        (plug.node, plug.source, hi))
+    return int(np.count_nonzero(written.any(axis=0))), int(np.count_nonzero(written))
 
 
 def _agree(plug, lo, block, held):
