@@ -304,6 +304,20 @@ def test_a_plug_the_cluster_took_over_first_keeps_the_newer_state(tmp_path, pg):
     assert np.array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
 
 
+def test_the_config_says_where_from_and_where_to(tmp_path, pg):
+    """On a provisioned Pi the config names the data directory, the database and the password
+    file: `wattlog migrate` alone copies everything."""
+    data, config = tmp_path / "data", tmp_path / "wattlog.toml"
+    a_pi(data, aligned_past(86400, 60))
+    config.write_text('data = "%s"\nstore = "%s"\nstore_password_file = "%s"\n'
+                      % (data, pg.dsn, pg.password_file))
+    done = subprocess.run([sys.executable, "-m", "wattlog.cli", "migrate", "--config",
+                           str(config)], capture_output=True, text=True, timeout=600,
+                          cwd=str(REPO))
+    assert done.returncode == 0 and "copied" in done.stdout, done.stderr
+    assert_same(data, pg.dsn, pg)
+
+
 def refused(done, status, *words):
     """One line on stderr, naming what it must, no traceback, the exit status given."""
     said = done.stderr.strip()
