@@ -27,7 +27,7 @@ How:
     differs from the database's refuses the run before anything is copied;
   - a plug is then copied CHUNK_SLOTS slots at a time, each chunk one transaction: the .dat
     files read with numpy, the slots that hold a reading laid out by numpy as one binary COPY
-    straight into wl_readings, and the plug's mark moved on: wl_migrated (node, source, upto),
+    (pgcopy.py) straight into wl_readings, and the plug's mark moved on: wl_migrated (node, source, upto),
     the next slot to copy (on the epoch's grid) from that source. Killed anywhere, a run
     again starts at that slot: nothing is stored twice (the key is (node_id, slot)) and
     nothing done is done again; a run after a whole one finds nothing to copy. The source is
@@ -46,13 +46,12 @@ import collections
 import hashlib
 import json
 import os
-import struct
 import time
 
 import numpy as np
 
 from wattlog.complaints import Complaints
-from wattlog.store import datalock
+from wattlog.store import datalock, pgcopy
 from wattlog.store.base import StoreError
 from wattlog.store.commitfile import when
 from wattlog.store.feeds import FILE as REGISTRY_FILE
@@ -65,17 +64,6 @@ FINGERPRINT_SLOTS = 1024  # of each channel, with the grid and the commit number
 MARKS = ("CREATE TABLE IF NOT EXISTS wl_migrated (node text PRIMARY KEY, source text NOT NULL, "
          "upto integer NOT NULL)")
 
-# PostgreSQL's binary COPY: a header, then per row a field count and each field as its length
-# and its bytes, big-endian, a NULL as the length -1 alone. numpy lays a chunk's rows out at
-# once as 50 bytes each, then leaves out the 4 value bytes of each NULL
-_ROW = np.dtype([("fields", ">i2"), ("node_len", ">i4"), ("node_id", ">i4"), ("slot_len", ">i4"),
-                 ("slot", ">i4")] + [(name, kind) for c in CHANNELS
-                                     for name, kind in ((c + "_len", ">i4"), (c, ">f4"))])
-_HELD = np.dtype([("fields", ">i2"), ("slot_len", ">i4"), ("slot", ">i4")] +
-                 [(name, kind) for c in CHANNELS
-                  for name, kind in ((c + "_len", ">i4"), (c, ">f4"))])  # no NULL: NaN
-_COPY_HEAD = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
-_COPY_TAIL = struct.pack(">h", -1)
 _STAGE = ("CREATE TEMP TABLE IF NOT EXISTS wl_migrate_stage (node_id integer, slot integer, "
           "%s) ON COMMIT DELETE ROWS" % ", ".join("%s real" % c for c in CHANNELS))
 
@@ -318,49 +306,11 @@ def _block(plug, lo, hi):
     return block
 
 
-def _copy_rows(node_id, lo, block):
-    """Binary COPY data of the slots of `block` (slot lo first) that hold a reading, NULL where
-    a channel has none."""
-    present = ~np.isnan(block)
-    slots = np.flatnonzero(present.any(axis=0))
-    rows = np.zeros(len(slots), dtype=_ROW)
-    rows["fields"] = 2 + len(CHANNELS)
-    keep = np.ones((len(slots), _ROW.itemsize), dtype=bool)  # a NULL is its length alone
-    for name in ("node", "slot"):
-        rows[name + "_len"] = 4
-    rows["node_id"] = node_id
-    rows["slot"] = lo + slots
-    for i, channel in enumerate(CHANNELS):
-        rows[channel] = block[i, slots]
-        null = ~present[i, slots]
-        rows[channel + "_len"] = np.where(null, -1, 4)
-        at = _ROW.fields[channel][1]
-        keep[null, at:at + 4] = False
-    data = rows.view(np.uint8).reshape(len(slots), _ROW.itemsize)[keep]
-    return _COPY_HEAD + data.tobytes() + _COPY_TAIL
-
-
-def _held(cur, node_id, lo, hi):
-    """float32 [channel, slot] of what the database holds of slots lo..hi, NaN where none."""
-    got = bytearray()
-    with cur.copy("COPY (SELECT slot, %s FROM wl_readings WHERE node_id = %%s AND slot >= %%s "
-                  "AND slot < %%s) TO STDOUT (FORMAT BINARY)" % ", ".join(
-                      "COALESCE(%s, 'NaN')" % c for c in CHANNELS), (node_id, lo, hi)) as copy:
-        for part in copy:
-            got += part
-    rows = np.frombuffer(got, dtype=_HELD, offset=len(_COPY_HEAD),
-                         count=(len(got) - len(_COPY_HEAD) - len(_COPY_TAIL)) // _HELD.itemsize)
-    out = np.full((len(CHANNELS), hi - lo), np.nan, dtype="<f4")
-    for i, channel in enumerate(CHANNELS):
-        out[i, rows["slot"] - lo] = rows[channel]
-    return out
-
-
 def _copy_chunk(conn, plug, node_id, lo, hi):
     """Slots lo..hi of one plug in one transaction, with the mark moved on to hi; (rows,
-    values) written. Where the database holds none of those slots yet (a first
-    run), COPYed straight into wl_readings; else compared with what it holds (Refused where it
-    holds another value), and only the rows it lacks or that fill one of its NULLs written."""
+    values) written. Where the database holds none of those slots yet (a first run), COPYed
+    straight into wl_readings; else compared with what it holds (Refused where it holds
+    another value), and only the rows it lacks or that fill one of its NULLs written."""
     block = _block(plug, lo, hi)
     present = ~np.isnan(block)
     with conn.transaction():
@@ -368,17 +318,17 @@ def _copy_chunk(conn, plug, node_id, lo, hi):
             if not cur.execute("SELECT EXISTS (SELECT 1 FROM wl_readings WHERE node_id = %s AND "
                                "slot >= %s AND slot < %s)", (node_id, lo, hi)).fetchone()[0]:
                 with cur.copy("COPY wl_readings FROM STDIN (FORMAT BINARY)") as copy:
-                    copy.write(_copy_rows(node_id, lo, block))
+                    copy.write(pgcopy.rows(node_id, lo, block))
                 written = present
             else:
-                held = _held(cur, node_id, lo, hi)
+                held = pgcopy.held(cur, node_id, lo, hi)
                 _agree(plug, lo, block, held)
                 written = present & np.isnan(held)
                 fills = written.any(axis=0)  # the rows to write, merged
                 merged = np.where(fills, np.where(np.isnan(held), block, held), np.nan)
                 cur.execute(_STAGE)
                 with cur.copy("COPY wl_migrate_stage FROM STDIN (FORMAT BINARY)") as copy:
-                    copy.write(_copy_rows(node_id, lo, merged.astype("<f4")))
+                    copy.write(pgcopy.rows(node_id, lo, merged.astype("<f4")))
                 cur.execute("INSERT INTO wl_readings SELECT * FROM wl_migrate_stage ON CONFLICT "
                             "(node_id, slot) DO UPDATE SET " + ", ".join(
                                 "%s = EXCLUDED.%s" % (c, c) for c in CHANNELS))
