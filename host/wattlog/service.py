@@ -64,7 +64,9 @@ def open_store(s, complaints):
         from wattlog.store.postgres import PgStore
         password = read_first_line(s.store_password_file, "database password") \
             if s.store_password_file else None
-        return PgStore(s.store, password, complaints, s.max_future_s, s.max_age_s)
+        # the writer's session named after the collector (a cluster's: its leases' holder)
+        return PgStore(s.store, password, complaints, s.max_future_s, s.max_age_s,
+                       name="wattlog %s" % (s.cluster_name or "collector"))
     from wattlog.store.files import Store
     return Store(s.data_dir, complaints, s.max_future_s, s.max_age_s)
 

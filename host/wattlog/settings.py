@@ -32,6 +32,8 @@ The file (TOML, read with tomllib) and its keys, every one optional:
     nats = ["nats://n1.lan:4222", "nats://n2.lan:4222"]     cluster_nats      its NATS nodes
     mqtt = ["mqtt://wattlog-collector@n1.lan"]              cluster_mqtt      its gateways
     partitions = 64   name = "pi-3"                         cluster_partitions, cluster_name
+    lease = "10s"                                           cluster_lease_s   silent this
+                                                            long, a collector's leases end
     [influx]                                                (sink.py, influx.py; what the
     url = "influx://wattlog@127.0.0.1:8086/wattlog"         influx_url         --influx*
     schema = "sp3s"                                         influx_schema      flags set)
@@ -116,6 +118,7 @@ class Settings:
     cluster_mqtt: tuple | None = None  # [cluster] mqtt: the gateways to try (default: broker)
     cluster_partitions: int = 64
     cluster_name: str | None = None    # this collector's name (default: host and PID)
+    cluster_lease_s: float = 10.0      # a collector silent this long loses its partitions
     path: str | None = None  # the file these came from (None: defaults and flags only)
 
 
@@ -206,6 +209,12 @@ def _partitions(value):
         1 <= value <= 4096 else None
 
 
+def _lease(value):
+    # above twice the collector's heartbeat (cluster.REBALANCE_S: 2 s), so a live one keeps it
+    value = _seconds(value)
+    return value if value is not None and 5 <= value <= 3600 else None
+
+
 _CLUSTER_KEYS = {
     "nats": ("cluster_nats", _urls(("nats", "tls")),
              "a list of NATS URLs such as [\"nats://n1.lan:4222\", \"nats://n2.lan:4222\"]"),
@@ -213,6 +222,7 @@ _CLUSTER_KEYS = {
              "a list of MQTT URLs of the gateways, such as [\"mqtt://wattlog-collector@n1.lan\"]"),
     "partitions": ("cluster_partitions", _partitions, "a whole number from 1 to 4096"),
     "name": ("cluster_name", _text, "a name for this collector"),
+    "lease": ("cluster_lease_s", _lease, "a duration from 5 s to 1 h such as \"10s\""),
 }
 _INFLUX_KEYS = {
     "url": ("influx_url", _text, "an InfluxDB URL such as influx://HOST:8086/DATABASE"),
