@@ -26,6 +26,8 @@ The file (TOML, read with tomllib) and its keys, every one optional:
     [tariff]                                                tariff            the table as
     currency = "EUR"  price = 0.30  (or day_price, night_price, night_start, night_end)
                                                             read, checked by energy.py
+    [runs]                                                  runs              checked by
+    enabled = true  events = true  [runs.washer] kind = "washer"  ...         runs/__init__.py
     [influx]                                                (sink.py, influx.py; what the
     url = "influx://wattlog@127.0.0.1:8086/wattlog"         influx_url         --influx*
     schema = "sp3s"                                         influx_schema      flags set)
@@ -104,6 +106,7 @@ class Settings:
     influx_password_file: str | None = None
     influx_timeout_s: float | None = None  # None: influx.py's TIMEOUT_S
     influx_names: dict | None = None
+    runs: dict | None = None  # the [runs] table, checked by runs/__init__.py (None: defaults)
     path: str | None = None  # the file these came from (None: defaults and flags only)
 
 
@@ -252,9 +255,9 @@ def load(path, files=FILES):
     except UnicodeDecodeError:
         raise SettingsError("%s is not UTF-8 text" % path) from None
     values = {}
-    _take({k: v for k, v in doc.items() if k not in ("http", "tariff", "influx")},
-          dict(_KEYS, http=None, tariff=None, influx=None), "", path, values)
-    for table in ("http", "tariff", "influx"):
+    _take({k: v for k, v in doc.items() if k not in ("http", "tariff", "influx", "runs")},
+          dict(_KEYS, http=None, tariff=None, influx=None, runs=None), "", path, values)
+    for table in ("http", "tariff", "influx", "runs"):
         if table in doc and not isinstance(doc[table], dict):
             raise SettingsError("%s: %s must be a table ([%s]), not %s"
                                 % (path, table, table, _kind(doc[table])))
@@ -268,6 +271,12 @@ def load(path, files=FILES):
         except EnergyError as e:
             raise SettingsError("%s: %s" % (path, e)) from None
         values["tariff"] = dict(doc["tariff"])
+    if "runs" in doc:
+        from wattlog.runs import check  # its checks, its words
+        try:
+            values["runs"] = check(doc["runs"], _seconds)
+        except ValueError as e:
+            raise SettingsError("%s: %s" % (path, e)) from None
     if "max_future_s" in values:
         values["max_future_s"] = int(values["max_future_s"])
     if "broker" in values:
