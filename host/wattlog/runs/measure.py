@@ -6,7 +6,9 @@ its energy over the slot (the node's promise), so this is the energy the meter c
 0.1 W resolution (the plug's energy counter has 1 Wh steps: 6 % of a fridge's 16 Wh run).
 Slots without a reading inside the run are filled: across up to INTERPOLATE_SLOTS from the
 readings on both sides, linearly; across a longer gap, with what the plug's energy counter
-says it counted over the gap (`<node>/energy`), else the mean of the two sides.
+says it counted over the gap (`<node>/energy`), else the mean of the two sides. A slot lost
+just before or after the run may have held its start or end (the run's edge is its last slot
+with a reading): half of the edge slot's energy is counted for it.
 
 Cost: the tariff's price per kWh (periods.Tariff), a day/night tariff slot by slot in the
 config's time zone; None without a tariff.
@@ -71,7 +73,10 @@ def measure(store, node, start, end, tariff=None, tz="UTC"):
     grid = store.feed(entry)
     iv = grid.interval
     first, stop = grid.slot(start), grid.slot(end)
-    power = np.asarray(store.read(entry, grid, first, stop), dtype=np.float64)
+    around = np.asarray(store.read(entry, grid, first - 1, stop + 1), dtype=np.float64)
+    if first == 0:
+        around = np.concatenate(([0.0], around))  # nothing before the feed's first slot
+    power = around[1:-1]
     counter = None
     if np.isnan(power).any():
         energy = store.lookup("%s/energy" % node)
@@ -81,6 +86,10 @@ def measure(store, node, start, end, tariff=None, tz="UTC"):
             counter = np.asarray(store.read(energy, egrid, lo, lo + len(power) + 1),
                                  dtype=np.float64)
     e = fill(power, counter, iv)
+    # a slot lost just outside the run: the appliance may have started or stopped in it
+    for outside, edge in ((around[0], 0), (around[-1], -1)):
+        if len(e) and np.isnan(outside):
+            e[edge] *= 1.5
     kwh = float(e.sum())
     out = {"kwh": round(kwh, 6), "cost": None,
            "peak_w": None if np.isnan(power).all() else round(float(np.nanmax(power)), 1)}

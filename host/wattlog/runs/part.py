@@ -80,6 +80,7 @@ class Runs:
         self._newest = {}       # node -> unix time of its newest slot heard, to read up to
         self._changed = set()   # nodes whose detector moved since the last save
         self._announce = False
+        self._said = {}         # node -> the run state last published
         self.published = self.records.events()
         for node in self.records.nodes():
             self._load(node)
@@ -127,6 +128,11 @@ class Runs:
         if self.monotonic() - self._saved_at >= self.save_every_s:
             self.save()
         return out
+
+    @property
+    def behind(self):
+        """Whether some plug has slots heard and not read yet (its feed made)."""
+        return any(self.store.lookup("%s/power" % n) is not None for n in self._newest)
 
     def _grid(self, node):
         entry = self.store.lookup("%s/power" % node)
@@ -182,7 +188,8 @@ class Runs:
                     self.finished.setdefault(node, []).append(
                         {k: v for k, v in done.items() if k != "decided"})
                 out += self._event(node, "run_finished", done, now)
-        if state is not None:
+        if state is not None and state[1] != self._said.get(node):
+            self._said[node] = state[1]
             run = det.open_run()
             out.append(ha.run_state(self.base, node, state[1], state[2],
                                     run and run["start"], now))
@@ -213,6 +220,7 @@ class Runs:
                 run = det.open_run()
                 out.append(ha.run_state(self.base, node, det.state, None,
                                         run and run["start"], now))
+                self._said[node] = det.state
         return out
 
     def save(self):
