@@ -307,3 +307,36 @@ def test_readings_not_yet_committed_decide_a_run(tmp_path):
     send(store, "lamp", D0 + 1000, w[100:], seq=100, take=runs.take)
     tick(runs)
     assert [(r["start"] - D0, r["end"] - D0) for r in runs.finished["lamp"]] == [(20000, 22000)]
+
+
+def test_wattlog_runs_prints_each_run_as_every_view_shows_it(three_days, capsys):
+    """`wattlog runs washer` says what was learned, then a row per run with the cells the API
+    gives (kWh to 3 decimals, cost to 2), and the total; --json is /api/runs' answer."""
+    from wattlog import cli
+    store, runs, data, _ = three_days
+    store.commit()
+    runs.save()  # as the collector does every summary interval and when it stops
+    cli.main(["runs", "washer", "--data", str(data)])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("washer (other): standby 0.8")
+    assert out[1].split() == ["start", "end", "duration", "kWh", "cost", "peak", "W"]
+    answer = report(runs, store, "UTC", node="washer")
+    assert [line.split() for line in out[2:-1]] == [
+        " ".join(c).split() for c in answer["plugs"][0]["cells"]]
+    assert out[-1] == "  %d runs, %.3f kWh, %.2f EUR" % (len(runs.finished["washer"]), sum(
+        r["kwh"] for r in runs.finished["washer"]), sum(r["cost"] for r in runs.finished["washer"]))
+    cli.main(["runs", "--data", str(data), "--json", "--since", str(D0 + 86400)])
+    got = json.loads(capsys.readouterr().out)
+    assert [p["node"] for p in got["plugs"]] == sorted(PLUGS)
+    assert [r["start"] for r in got["plugs"][-1]["runs"]] == [
+        r["start"] for r in runs.finished["washer"] if r["start"] >= D0 + 86400]
+
+
+def test_wattlog_runs_errors_are_one_line(three_days, capsys):
+    from wattlog import cli
+    _, _, data, _ = three_days
+    for argv, words in ((["runs", "kettle"], "no runs of a plug 'kettle'"),
+                        (["runs", "--since", "tomorrow"], "--since")):
+        with pytest.raises(SystemExit) as e:
+            cli.main(argv + ["--data", str(data)])
+        assert words in str(e.value.code) + capsys.readouterr().err
