@@ -24,10 +24,16 @@ from wattlog.settings import _seconds
 
 DAYS = 3
 D0 = (int(time.time()) // 86400 - DAYS) * 86400   # a UTC midnight, DAYS days back
-LEARN_S = 2 * 3600      # a new plug's first hours: its levels are being learned
+LEARN_S = 12 * 3600     # a new plug's first hours: its levels and cycling are being learned
 PLUGS = {"washer": "washer", "dishwasher": "dishwasher", "fridge": "fridge",
          "heatpump": "heatpump", "tv": "tv", "idle": "constant:2"}
 EVER = {"event_max_age_s": 100 * 86400}  # events for these days-old runs too
+
+
+def part(store, data, options=None, tariff=None):
+    """The runs part, taking each slot as it is at once: these readings come whole, in
+    order (test_a_missing_slot_waits_for_its_resend tests the wait)."""
+    return Runs(store, data, options, tariff, hole_wait_s=0)
 
 
 def store_at(data):
@@ -82,7 +88,7 @@ def matched(found, want):
 def three_days(tmp_path_factory):
     data = tmp_path_factory.mktemp("runs") / "data"
     store = store_at(data)
-    runs = Runs(store, str(data), {"events": True, **EVER}, Tariff(price=0.30))
+    runs = part(store, str(data), {"events": True, **EVER}, Tariff(price=0.30))
     said = []
     feed(store, runs, PLUGS, D0, D0 + DAYS * 86400, out=said)
     store.commit()
@@ -117,7 +123,7 @@ def test_no_run_when_a_relay_switches_a_standby_off_and_on(tmp_path):
     """A plug whose appliance stands by at 2 W, its relay off (0 W) for hours at a time: two
     levels, but no working one (nothing 5 W above standby), so no runs."""
     store = store_at(tmp_path)
-    runs = Runs(store, str(tmp_path))
+    runs = part(store, str(tmp_path))
     w = np.where((np.arange(3 * 8640) // 1800) % 2 == 0, 2.0, 0.0)
     w += np.random.default_rng(3).normal(0.0, 0.05, len(w)) * (w > 0)
     send(store, "radio", D0, np.round(w, 1), take=runs.take)
@@ -171,7 +177,7 @@ def test_rebuild_finds_what_the_live_part_found(three_days, tmp_path):
     the same kWh, as the part did while the readings came (the pending ones included)."""
     store, runs, data, _ = three_days
     found = rebuild(open_reader(str(data)), str(tmp_path), {}, Tariff(price=0.30))
-    again = Runs(store_at(tmp_path / "other"), str(tmp_path))
+    again = part(store_at(tmp_path / "other"), str(tmp_path))
     for node in ("washer", "fridge", "tv"):
         assert found[node] == len(runs.finished[node])
         assert again.finished[node] == runs.finished[node]
@@ -186,14 +192,14 @@ def test_a_restart_in_the_middle_of_a_run_finds_it_once(tmp_path):
     mid = D0 + 86400 + 8 * 3600 + 1800             # 08:30 on the second day: washing
     end = D0 + 2 * 86400
     whole_store = store_at(tmp_path / "whole")
-    whole = Runs(whole_store, str(tmp_path / "whole"), EVER)
+    whole = part(whole_store, str(tmp_path / "whole"), EVER)
     feed(whole_store, whole, plugs, D0, end)
     assert len(whole.finished["washer"]) == 4
     for killed in (False, True):
         data = tmp_path / ("killed" if killed else "stopped")
         store = store_at(data)
         said = []
-        first = Runs(store, str(data), EVER)
+        first = part(store, str(data), EVER)
         saved_at = D0 + 12 * 3600 if killed else mid
         feed(store, first, plugs, D0, saved_at, out=said)
         first.save()
@@ -201,7 +207,7 @@ def test_a_restart_in_the_middle_of_a_run_finds_it_once(tmp_path):
         if not killed:
             first.close()
         store.commit()
-        second = Runs(store, str(data), EVER)
+        second = part(store, str(data), EVER)
         assert second.detectors["washer"].cursor == saved_at
         feed(store, second, plugs, mid, end, out=said)
         assert second.finished["washer"] == whole.finished["washer"]
@@ -218,7 +224,7 @@ def test_old_runs_fire_no_events(tmp_path):
     """Runs decided more than an hour ago (a backlog, a replayed day) are logged, their
     events recorded as given, and nothing is published."""
     store = store_at(tmp_path)
-    runs = Runs(store, str(tmp_path))
+    runs = part(store, str(tmp_path))
     said = []
     feed(store, runs, {"washer": "washer"}, D0, D0 + 86400, out=said)
     assert len(runs.finished["washer"]) >= 1
@@ -231,7 +237,7 @@ def test_cost_by_the_tariff_window_each_slot_lies_in(tmp_path):
     day = D0 + 86400
     w = np.full(8640, 1.0)
     w[21 * 360:23 * 360] = 1000.0
-    runs = Runs(store, str(tmp_path), EVER, Tariff.parse("day=0.30,night=0.10,night_hours=22-06"))
+    runs = part(store, str(tmp_path), EVER, Tariff.parse("day=0.30,night=0.10,night_hours=22-06"))
     send(store, "heater", day, w[:4320], take=runs.take)   # the first day's half: learning
     send(store, "heater", day + 43200, w[4320:], seq=4320, take=runs.take)
     store.commit()
@@ -246,7 +252,7 @@ def test_a_fridge_day_above_its_normal_is_flagged(tmp_path):
     door seal giving way): that day's duty cycle, 50 % against a normal of 30 %, is flagged;
     the days before are not; the trend rises."""
     store = store_at(tmp_path)
-    runs = Runs(store, str(tmp_path), {"plugs": {"fridge": {"kind": "fridge"}}})
+    runs = part(store, str(tmp_path), {"plugs": {"fridge": {"kind": "fridge"}}})
     days = 22
     start = (int(time.time()) // 86400 - days) * 86400
     seq = 0
@@ -285,7 +291,7 @@ def test_a_threshold_set_by_the_owner_wins_and_is_said(tmp_path):
     """start_w set in the config: a 30 W load, below what the plug learned (half its 2 kW
     working level), is a run, and the sentence says the level was set."""
     store = store_at(tmp_path)
-    runs = Runs(store, str(tmp_path), {"plugs": {"kettle": {"start_w": 20}}})
+    runs = part(store, str(tmp_path), {"plugs": {"kettle": {"start_w": 20}}})
     w = np.full(8640, 0.5)
     w[3600:3700] = 2000.0
     w[5000:5100] = 30.0
@@ -299,7 +305,7 @@ def test_a_threshold_set_by_the_owner_wins_and_is_said(tmp_path):
 def test_readings_not_yet_committed_decide_a_run(tmp_path):
     """The run is found from what the store holds pending: no commit needed."""
     store = store_at(tmp_path)
-    runs = Runs(store, str(tmp_path))
+    runs = part(store, str(tmp_path))
     w = np.full(4320, 1.0)
     w[2000:2200] = 500.0
     send(store, "lamp", D0, w[:100], take=runs.take)
@@ -340,3 +346,33 @@ def test_wattlog_runs_errors_are_one_line(three_days, capsys):
         with pytest.raises(SystemExit) as e:
             cli.main(argv + ["--data", str(data)])
         assert words in str(e.value.code) + capsys.readouterr().err
+
+
+def test_a_missing_slot_waits_for_its_resend(tmp_path):
+    """Readings after a hole are not used until the hole has stayed empty for hole_wait_s:
+    filled meanwhile (a resend), the run is whole; never filled, it is taken as missing."""
+    now = [0.0]
+    store = store_at(tmp_path)
+    runs = Runs(store, str(tmp_path), hole_wait_s=60, monotonic=lambda: now[0])
+    w = np.full(3000, 1.0)
+    w[1000:1400] = 500.0                       # a 400-slot run; slots 1100-1199 come late
+    w[2500:2600] = 800.0                       # another; slots 2300-2309 never come
+    send(store, "oven", D0, w[:1100], take=runs.take)
+    store.commit()
+    send(store, "oven", D0 + 12000, w[1200:2000], seq=1200, take=runs.take)
+    for _ in range(3):
+        runs.tick()
+    assert runs.detectors["oven"].cursor == D0 + 11000 and not runs.finished["oven"]
+    now[0] = 30.0
+    send(store, "oven", D0 + 11000, w[1100:1200], seq=1100, take=runs.take)  # the resend
+    runs.tick()
+    assert [(r["start"] - D0, r["end"] - D0) for r in runs.finished["oven"]] == [(10000, 14000)]
+    assert runs.finished["oven"][0]["kwh"] == pytest.approx(400 * 10 * 500 / 3.6e6)
+    send(store, "oven", D0 + 20000, w[2000:2300], seq=2000, take=runs.take)
+    send(store, "oven", D0 + 23100, w[2310:], seq=2310, take=runs.take)
+    runs.tick()
+    assert runs.detectors["oven"].cursor == D0 + 23000
+    now[0] = 100.0
+    runs.tick()
+    assert runs.detectors["oven"].cursor == D0 + 30000
+    assert [r["start"] - D0 for r in runs.finished["oven"]] == [10000, 25000]

@@ -17,8 +17,10 @@ thresholds whether they arrive live or are read again by `wattlog rebuild`.
             (noise around a few watts, a relay that is off) has no working level and no runs
 
   cycling   the load comes back (reaches start_w) after a quiet spell (QUIET_S under the stop
-            level) at least CYCLING_PER_DAY times a day, over the last 7 days observed (a fridge, a freezer,
-            a heat pump by day; a washer, a dishwasher, a tv come back a few times a day)
+            level) at least CYCLING_PER_DAY times a day over the last 7 days observed, and
+            has done so CYCLING_PER_DAY times at least (a fridge, a freezer, a heat pump by
+            day, after its first hours; a washer, a dishwasher, a tv come back a few times a
+            day, and a wash's two pauses in its first hours do not make it cycle)
 
 Thresholds (each can be set in the config instead, per plug):
   stop_w    the level a run is over below: max(1.6 x standby, standby + 1 W)
@@ -153,8 +155,8 @@ class Learned:
         recent = [d for d in self.seen_s if d > day - CYCLING_DAYS]
         observed = sum(self.seen_s[d] for d in recent)
         came_back = sum(self.starts.get(d, 0) for d in recent)
-        result["cycling"] = bool(observed >= MIN_OBSERVED_S and
-                                 came_back * 86400.0 / observed >= CYCLING_PER_DAY)
+        result["cycling"] = bool(observed >= MIN_OBSERVED_S and came_back >= CYCLING_PER_DAY
+                                 and came_back * 86400.0 / observed >= CYCLING_PER_DAY)
         result["per_day"] = round(came_back * 86400.0 / observed, 1) if observed else None
         self.result = result
 

@@ -15,7 +15,10 @@ pending ones laid over), so the readings that decide a run are used as soon as t
 taken, before any commit, and any storage engine that answers read() works unchanged. At
 most MAX_SLOTS_PER_TICK slots a plug a tick (a day at 10 s): a plug's backlog is caught up
 over several turns of the loop, never holding up an ack. A plug whose feed does not exist
-yet (its first readings, before the first commit) waits for it.
+yet (its first readings, before the first commit) waits for it. Slots come in order, but a
+slot may be missing for a while and then come (a plug resending what a killed collector
+never committed, a hole the collector asked for): reading stops before a missing slot until
+it has stayed missing HOLE_WAIT_S (_settled), so a run is not cut by readings on their way.
 
 A plug with no saved state (a new one, or data from before runs existed) starts
 START_BACK_S before its newest reading; `wattlog rebuild` finds the runs of all its history.
@@ -32,6 +35,8 @@ import logging
 import struct
 import time
 
+import numpy as np
+
 from wattlog.runs import ha
 from wattlog.runs.detect import Detector
 from wattlog.runs.learn import describe, thresholds
@@ -42,6 +47,7 @@ from wattnode import wire
 
 log = logging.getLogger("wattlog")
 MAX_SLOTS_PER_TICK = 8640
+HOLE_WAIT_S = 60
 START_BACK_S = 7 * 86400
 EVENT_MAX_AGE_S = 3600
 SAVE_EVERY_S = 6 * 3600
@@ -61,7 +67,8 @@ def finished_run(run, measured, tariff):
 class Runs:
     def __init__(self, store, data_dir, options=None, tariff=None, tz="UTC",
                  base_topic="wattlog", ha_prefix="homeassistant", max_future_s=3600,
-                 save_every_s=SAVE_EVERY_S, clock=time.time, monotonic=time.monotonic):
+                 save_every_s=SAVE_EVERY_S, hole_wait_s=HOLE_WAIT_S, clock=time.time,
+                 monotonic=time.monotonic):
         options = options or {}
         self.store = store
         self.records = Records(data_dir)
@@ -72,6 +79,8 @@ class Runs:
         self.base, self.prefix = base_topic, ha_prefix
         self.max_future_s = max_future_s
         self.save_every_s = save_every_s
+        self.hole_wait_s = hole_wait_s
+        self._hold = {}         # node -> (the slot missing, when first seen, slots seen then)
         self.clock, self.monotonic = clock, monotonic
         self._saved_at = monotonic()
         self.detectors = {}     # node -> Detector
@@ -163,11 +172,39 @@ class Runs:
             del self._newest[node]
             return []
         stop = min(stop, first + MAX_SLOTS_PER_TICK)
-        if stop >= grid.slot(upto - 1) + 1:
-            del self._newest[node]  # caught up: until it is heard again
         values = self.store.read(entry, grid, first, stop)
+        use = self._settled(node, first, values)
+        if use == len(values) and stop >= grid.slot(upto - 1) + 1 or \
+                not use and node not in self._hold:
+            del self._newest[node]  # caught up, or waiting for readings: until heard again
+        if not use:
+            return []
         self._changed.add(node)
-        return self._outcomes(node, det, det.feed(grid.time(first), values))
+        return self._outcomes(node, det, det.feed(grid.time(first), values[:use]))
+
+    def _settled(self, node, first, values):
+        """How many of the slots read may be used now. Up to the last one with a reading (a
+        later reading may still come for those after it); and a slot without one that later
+        readings follow may be filled yet (the collector asks the plug to resend it): the
+        slots stop there until it has been missing for hole_wait_s, then all that had come by
+        the time it was first seen missing are used."""
+        have = np.flatnonzero(~np.isnan(values))
+        if not have.size:
+            return 0
+        last = int(have[-1]) + 1
+        holes = np.flatnonzero(np.isnan(values[:last]))
+        if not holes.size:
+            self._hold.pop(node, None)
+            return last
+        hole, now = first + int(holes[0]), self.monotonic()
+        held = self._hold.get(node)
+        if held is None or held[0] != hole:
+            self._hold[node] = (hole, now, first + last)
+            return int(holes[0]) if self.hole_wait_s > 0 else self._settled(node, first, values)
+        if now - held[1] < self.hole_wait_s:
+            return int(holes[0])
+        del self._hold[node]
+        return min(held[2] - first, last)
 
     def _outcomes(self, node, det, outcomes):
         out, state = [], None

@@ -123,6 +123,26 @@ def plug_report(node, runs, open_run, state, learned, store, tz, since, until, n
             "duty": duty(store, node, runs, tz, now) if cycling else None}
 
 
+def health(sources, store, tz, node, now=None):
+    """What plug health says of a plug's runs: {"state", "kind", "cycling", "flagged" (the
+    last DUTY_DAYS days whose duty cycle was above its normal), "note" (a sentence, or
+    None)}."""
+    import time
+    now = int(time.time()) if now is None else now
+    runs, open_run, state = sources.plug_runs(node)
+    th = sources.learned(node)["thresholds"]
+    flagged = []
+    if th.get("cycling"):
+        days = duty(store, node, runs, tz, now)
+        flagged = days["flagged"] if days else []
+    note = None
+    if flagged:
+        note = ("%s ran more than its normal on %s: a door left open, a failing seal or a "
+                "tired compressor shows there first" % (node, ", ".join(flagged[-3:])))
+    return {"state": state, "kind": th.get("kind"), "cycling": bool(th.get("cycling")),
+            "flagged": flagged, "note": note}
+
+
 HEAD = ["start", "end", "duration", "kWh", "cost", "peak W"]
 
 
