@@ -89,11 +89,11 @@ class Runs:
         self._newest = {}       # node -> unix time of its newest slot heard, to read up to
         self._changed = set()   # nodes whose detector moved since the last save
         self._announce = False
+        self._started = False
         self._said = {}         # node -> the run state last published
         self.published = self.records.events()
         for node in self.records.nodes():
             self._load(node)
-            self._newest.setdefault(node, 0)  # what was committed after its last save
 
     def _load(self, node):
         state = self.records.state(node)
@@ -129,6 +129,11 @@ class Runs:
     def tick(self):
         """The runs of the slots heard since the last tick; [(topic, payload, retain)]."""
         out = []
+        if not self._started:  # every plug with a power feed: what is stored since its
+            self._started = True  # saved state (or the last START_BACK_S) is read first
+            for entry in self.store.entries():
+                if entry["channel"] == "power":
+                    self._newest.setdefault(entry["node"], 0)
         if self._announce:
             self._announce = False
             out += self.announce()
