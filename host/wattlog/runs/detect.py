@@ -21,8 +21,9 @@ same runs in the same readings. Start and end are slot edges: each within a slot
 appliance's own.
 
 The thresholds come from learn.py, learned again every RELEARN_S of the readings' time (at
-whole multiples of it) from the histograms the slots before filled (and from the owner's
-settings): a new plug's first run is found while it goes on, its start where it began. Each slot
+whole multiples of it; every RELEARN_OLD_S once the plug has a day of readings) from the
+histograms the slots before filled (and from the owner's settings): a new plug's first run is
+found while it goes on, its start where it began. Each slot
 also counts towards the plug's cycling: the load coming back after QUIET_S.
 """
 
@@ -31,7 +32,8 @@ import numpy as np
 from wattlog.runs.learn import QUIET_S, Learned, thresholds
 
 CANDIDATE_QUIET_S = 120
-RELEARN_S = 600
+RELEARN_S = 600         # while the plug has less than a day of readings
+RELEARN_OLD_S = 3600    # after
 IDLE, CANDIDATE, RUN = "idle", "candidate", "run"
 
 
@@ -73,10 +75,11 @@ class Detector:
         k = 0
         while k < len(values):
             t = t0 + k * iv
-            if t % RELEARN_S == 0:
+            period = RELEARN_S if self.learned.young() else RELEARN_OLD_S
+            if t % period == 0:
                 self.learned.relearn(t // 86400)
                 self.th = thresholds(self.learned.result, self.plug)
-            n = min(len(values) - k, (RELEARN_S - t % RELEARN_S + iv - 1) // iv)
+            n = min(len(values) - k, (period - t % period + iv - 1) // iv)
             chunk = values[k:k + n]
             have = chunk[~np.isnan(chunk)]
             self.learned.add(t // 86400, have, iv)
@@ -86,8 +89,8 @@ class Detector:
         return out
 
     def _chunk(self, t0, values, out):
-        """Slots within one RELEARN_S: the thresholds hold still."""
-        iv = self.interval_s
+        """Slots within one relearning period (the thresholds hold still), taken a stretch of
+        like slots (active, or not) at a time: a few numpy calls a stretch, none a slot."""
         stop = self.th["stop_w"]
         if stop is None:
             return
@@ -95,44 +98,60 @@ class Detector:
             active = values > stop
         if self.phase == IDLE and not active.any():
             return
-        if self.phase == RUN and active.all():
-            self.last_end = self.last_on_end = t0 + len(values) * iv
-            self.peak_w = max(self.peak_w, float(values.max()))
-            self._say("running", t0 + len(values) * iv, out)
-            return
-        for k, on in enumerate(active.tolist()):
-            self._slot(t0 + k * iv, float(values[k]), on, out)
+        bounds = [0] + (np.flatnonzero(np.diff(active)) + 1).tolist() + [len(values)]
+        iv = self.interval_s
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            if active[a]:
+                self._active(t0 + a * iv, values[a:b], out)
+            else:
+                self._quiet(t0 + a * iv, t0 + b * iv, out)
 
-    def _slot(self, t, v, on, out):
+    def _active(self, t, seg, out):
+        """A stretch of active slots from t."""
         iv, th = self.interval_s, self.th
-        if on:
-            if t - self.last_on_end >= QUIET_S:
-                self.back = True
-            if self.back and th["start_w"] is not None and v >= th["start_w"]:
-                self.back = False  # the load came back: a blip at a few watts does not count
-                self.learned.quiet_ended(t // 86400)
-            self.last_on_end = self.last_end = t + iv
-            if self.phase == IDLE:
-                self.phase, self.start, self.peak_w = CANDIDATE, t, v
-            else:
-                self.peak_w = max(self.peak_w, v)
-            if self.phase == CANDIDATE and th["start_w"] is not None and \
-                    self.peak_w >= th["start_w"] and t + iv - self.start >= th["min_s"]:
-                self.phase = RUN
-                out.append(("started", {"start": self.start, "decided": t + iv}))
-            if self.phase == RUN:
-                self._say("running", t + iv, out)
+        start_w = th["start_w"]
+        if t - self.last_on_end >= QUIET_S:
+            self.back = True
+        if self.phase == IDLE:
+            self.phase, self.start, self.peak_w = CANDIDATE, t, float(seg[0])
+        ends = t + iv * np.arange(1, len(seg) + 1)        # each slot's end
+        if start_w is not None:
+            reached = np.flatnonzero(seg >= start_w)
+            if self.back and reached.size:  # the load came back: a blip at a few watts does not
+                self.back = False           # count
+                self.learned.quiet_ended(int(ends[reached[0]] - iv) // 86400)
+            if self.phase == CANDIDATE:
+                peak = np.maximum(np.maximum.accumulate(seg), self.peak_w)
+                ok = np.flatnonzero((peak >= start_w) & (ends - self.start >= th["min_s"]))
+                if ok.size:
+                    self.phase = RUN
+                    out.append(("started", {"start": self.start, "decided": int(ends[ok[0]])}))
+                    self._say("running", int(ends[ok[0]]), out)
+        if self.phase == RUN:
+            self._say("running", t + iv, out)
+        self.peak_w = max(self.peak_w, float(seg.max()))
+        self.last_end = self.last_on_end = int(ends[-1])
+
+    def _quiet(self, ta, tb, out):
+        """A stretch of slots [ta, tb) below stop_w or without a reading."""
+        if self.phase == IDLE:
             return
-        if self.phase == CANDIDATE and t + iv - self.last_end > CANDIDATE_QUIET_S:
-            self.phase = IDLE
-        elif self.phase == RUN:
-            if t + iv - self.last_end > th["pause_s"]:
-                out.append(("finished", {"start": self.start, "end": self.last_end,
-                                         "peak_w": round(self.peak_w, 1), "decided": t + iv}))
+        iv = self.interval_s
+        wait = CANDIDATE_QUIET_S if self.phase == CANDIDATE else self.th["pause_s"]
+        # the first slot t with t + iv - last_end > wait: the candidate or the run is over
+        x = self.last_end + wait - iv
+        over = ta if x < ta else ta + ((x - ta) // iv + 1) * iv
+        if self.phase == CANDIDATE:
+            if over < tb:
                 self.phase = IDLE
-                self._say("idle", t + iv, out)
-            else:
-                self._say("paused", t + iv, out)
+            return
+        if over > ta:
+            self._say("paused", ta + iv, out)
+        if over < tb:
+            out.append(("finished", {"start": self.start, "end": self.last_end,
+                                     "peak_w": round(self.peak_w, 1), "decided": over + iv}))
+            self.phase = IDLE
+            self._say("idle", over + iv, out)
 
     def _say(self, state, t, out):
         if state != self.state:

@@ -5,7 +5,7 @@ working level, whether it cycles; and from those, the thresholds a run is found 
 The distribution. Every slot's power goes into a histogram of log10(W), BINS_PER_DECADE bins
 a decade from 0.1 W to 50 kW (a bin below for 0.1 W or less: off), one histogram per UTC day,
 the last LEARN_DAYS days kept. The levels are learned again every 10 minutes of the data's
-time (detect.py calls relearn()), from the days kept, so the same readings give the same
+time (every hour once there is a day of it: detect.py calls relearn()), from the days kept, so the same readings give the same
 thresholds whether they arrive live or are read again by `wattlog rebuild`.
 
   split     Otsu's threshold on the log histogram (the split that makes the two classes most
@@ -135,6 +135,10 @@ class Learned:
         for old in [d for d in self.seen_s if d <= day - LEARN_DAYS]:
             self.seen_s.pop(old)
             self.starts.pop(old, None)
+
+    def young(self):
+        """Less than a day of readings: learned again more often (detect.py)."""
+        return sum(self.seen_s.values()) < 86400
 
     def quiet_ended(self, day):
         """The load came back after a quiet spell (QUIET_S below the stop level)."""

@@ -24,8 +24,8 @@ A plug with no saved state (a new one, or data from before runs existed) starts
 START_BACK_S before its newest reading; `wattlog rebuild` finds the runs of all its history.
 
 Events (ha.py): run_started when a run is confirmed, run_finished when it is over, each once
-(records.py's events.json is replaced before the event goes out; a crash between the two
-loses that event rather than sends it twice), and only for runs decided less than
+(records.py's events.json is replaced before the tick's events go out, once a tick; a crash
+between the two loses those events rather than sends them twice), and only for runs decided less than
 options["event_max_age_s"] ago (default an hour): a week of readings resent after an outage,
 or the demo's replayed day, fires no stale notifications. The run state (retained) is
 published when it changes, the latest only.
@@ -90,6 +90,7 @@ class Runs:
         self._changed = set()   # nodes whose detector moved since the last save
         self._announce = False
         self._started = False
+        self._fresh = False     # events to publish this tick: the record is saved first
         self._said = {}         # node -> the run state last published
         self.published = self.records.events()
         for node in self.records.nodes():
@@ -139,6 +140,9 @@ class Runs:
             out += self.announce()
         for node in list(self._newest):
             out += self._advance(node)
+        if self._fresh:  # recorded before any of them goes out: once for the whole tick
+            self._fresh = False
+            self.records.save_events(self.published)
         if self.monotonic() - self._saved_at >= self.save_every_s:
             self.save()
         return out
@@ -244,9 +248,9 @@ class Runs:
         if mine.get(key) is not None and run["start"] <= mine[key]:
             return []
         mine[key] = run["start"]
-        self.records.save_events(self.published)
         if not self.events_on or now - run["decided"] > self.event_max_age_s:
-            return []
+            return []  # recorded with the next event or save(): it goes out never anyway
+        self._fresh = True
         return [ha.event(self.base, node, kind, run, now)]
 
     def announce(self):
@@ -275,6 +279,7 @@ class Runs:
                 log.error("cannot save %s's runs state (%s); it is tried again later", node, e)
                 return
         self._changed.clear()
+        self.records.save_events(self.published)
 
     def close(self):
         self.save()
