@@ -376,3 +376,21 @@ def test_a_missing_slot_waits_for_its_resend(tmp_path):
     runs.tick()
     assert runs.detectors["oven"].cursor == D0 + 30000
     assert [r["start"] - D0 for r in runs.finished["oven"]] == [10000, 25000]
+
+
+def test_wattlog_rebuild_finds_the_runs_again(tmp_path, capsys):
+    """`wattlog rebuild` (the collector stopped) writes every plug's runs log and state anew
+    from its feed: the runs the collector had found, and `wattlog runs` prints them."""
+    from wattlog import cli
+    store = store_at(tmp_path)
+    runs = part(store, str(tmp_path))
+    feed(store, runs, {"tv": "tv:1900"}, D0, D0 + 86400)
+    store.commit()
+    store.close()
+    found = list(runs.finished["tv"])
+    (tmp_path / "runs" / "tv.runs.jsonl").write_text("")
+    cli.main(["rebuild", "--data", str(tmp_path)])
+    assert "rebuilt the runs of 1 plug in %s (1 run)" % (tmp_path / "runs") in \
+        capsys.readouterr().out
+    cli.main(["runs", "tv", "--data", str(tmp_path), "--json"])
+    assert json.loads(capsys.readouterr().out)["plugs"][0]["runs"] == found

@@ -156,8 +156,9 @@ def rebuild_runs(s, data):
         found = rebuild(reader(data), data, s.runs, Tariff.from_settings(s.tariff), s.timezone)
     finally:
         os.close(lock)
-    print("rebuilt the runs of %d plugs in %s (%d runs)" % (
-        len(found), os.path.join(data, "runs"), sum(found.values())))
+    n, total = len(found), sum(found.values())
+    print("rebuilt the runs of %d plug%s in %s (%d run%s)" % (
+        n, "" if n == 1 else "s", os.path.join(data, "runs"), total, "" if total == 1 else "s"))
 
 
 def cmd_runs(args):

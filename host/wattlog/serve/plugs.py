@@ -4,7 +4,8 @@ the collector's health (/api/health) and Prometheus metrics (/metrics), the live
 
 A plug's health joins two sources, each plain data: what the store holds of it
 (store.plug(node): boots, acked seq, gaps, losses) and what it publishes, as heard
-(plugwatch.PlugWatch: status, state, firmware, log lines, meter faults). Actions go through
+(plugwatch.PlugWatch: status, state, firmware, log lines, meter faults), with its runs' state
+and the days its duty cycle was above its normal (runs/report.py health). Actions go through
 the broker as wattlog-operator, so the broker's ACL still decides, and are answered when the
 plug's own state or log says it happened (or 504 after ACTION_TIMEOUT_S).
 """
