@@ -78,7 +78,9 @@ class Collector:
         self.store = parts.store
         # each plug's version and last update result, for `wattlog nodes` (firmware.py)
         self.firmware = parts.firmware
-        self.listeners = [p for p in (parts.firmware, parts.watch) if p is not None]
+        # the appliances' runs (runs/part.py): a listener, ticked by the loop
+        self.runs = parts.runs
+        self.listeners = [p for p in (parts.firmware, parts.watch, parts.runs) if p is not None]
         self._retained = {}     # node -> the retained ack the broker holds (start-up only)
         self._held_back = []    # (topic, payload) that came before recover(): taken after it
         self._marker = None     # start-up: when it comes back, the retained acks are in
@@ -151,6 +153,8 @@ class Collector:
             self._marker_at = time.monotonic()
             client.subscribe("%s/+/ack" % base, 0)
             client.publish(self._marker_topic, self._marker, qos=0)
+        if self.runs is not None:  # discovery and run states, retained: again after a reconnect
+            self._publish(self.runs.announce())
         log.info("connected to %s:%d", self.host, self.port)
 
     def _whose(self):
@@ -285,6 +289,10 @@ class Collector:
         """payload: one of wattnode.wire's ack payloads, as its encoders make them."""
         self.client.publish("%s/%s/ack" % (self.base_topic, node), payload, qos=1, retain=retain)
 
+    def _publish(self, messages):
+        for topic, payload, retain in messages:
+            self.client.publish(topic, payload, qos=1, retain=retain)
+
     def _on_status(self, topic, payload):
         node = topic.split("/")[-2]
         if payload == b"online" and NODE_ID.match(node):
@@ -336,6 +344,8 @@ class Collector:
                 self._marker_overdue(time.monotonic())
                 self._commit_if_due(time.monotonic())
                 self._flush_if_due(time.monotonic())
+                if self.runs is not None and self.connected and self.store.recovered:
+                    self._publish(self.runs.tick())  # readings taken, not yet committed too
                 self.notifier.tick(self)
                 if time.monotonic() - last_status >= self.status_interval_s:
                     last_status, counted = self._status(last_status, counted)
@@ -348,6 +358,8 @@ class Collector:
             clean = self.commit("shutdown") and self.store.recovered
             if clean:
                 self.flush_summaries("shutdown")
+            if self.runs is not None:
+                self.runs.close()
             if self.client.socket() is not None:
                 self.client.disconnect()
                 self.client.loop(timeout=0.5)

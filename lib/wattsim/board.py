@@ -5,7 +5,8 @@ Board emulates any board file: its meter pins and UART are wired to a simulated 
 (chips.py) that measures the load profile the simulation's settings name, with their faults;
 a board whose chip is "sim" gets the exact meter (meter.py) instead. The settings come from
 sim.json in the flash folder (tools/simnode writes it), or from the `sim` argument in tests:
-  profile        "washer", "fridge", "heatpump", "constant[:W]" (profiles.py)
+  profile        "washer", "dishwasher", "fridge", "heatpump", "tv" (each may take
+                 start times: "washer:0930+1400"), "constant[:W]" (profiles.py)
   start, speed, then_realtime   the clock (clock.py): unix seconds; N or "max"
   faults         the simulated chip's faults (chips.FAULTS)
   crash_after_s  the loop raises after that much node time, to exercise crash handling

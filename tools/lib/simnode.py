@@ -150,7 +150,8 @@ def parser():
     p.add_argument("--node-config", metavar="FILE", type=node_login,
                    help="the node's provisioned config.json: its broker user and password")
     p.add_argument("--profile", default="constant",
-                   help="washer, fridge, heatpump, constant or constant:WATTS (default constant)")
+                   help="washer, dishwasher, fridge, heatpump, tv (each may take start times, UTC: "
+                        "washer:0930+1400), constant or constant:WATTS (default constant)")
     p.add_argument("--interval", type=int, default=10, help="slot length in seconds (default 10)")
     p.add_argument("--speed", type=speed, default=1,
                    help="clock speed factor (default 1), or max: as fast as the loop goes")

@@ -53,11 +53,15 @@ user in credentials.json but the three programs' is a node):
                       homeassistant/device/+/config (each plug's version and last update,
                       for `wattlog nodes`: firmware.py); for its HTTP API (api.py) read
                       wattlog/+/state and log; read $SYS/broker/uptime (was a lost connection
-                      a broker restart, or another client logged in as it? collector.py)
+                      a broker restart, or another client logged in as it? collector.py);
+                      for the appliances' runs (runs/ha.py) write wattlog/+/event and run and
+                      exactly the three discovery topics of a plug's run triggers and
+                      run-state sensor, read homeassistant/status
   wattlog-operator    `wattlog plug`: read wattlog/+/status and state; write wattlog/+/relay/set
                       and wattlog/+/cmd; `wattlog ota`: write wattlog/+/ota/manifest and
                       ota/chunk, read wattlog/+/ota/req and ota/status
-  homeassistant       read wattlog/+/status and state; write wattlog/+/relay/set; readwrite
+  homeassistant       read wattlog/+/status, state, event and run; write wattlog/+/relay/set;
+                      readwrite
                       homeassistant/# (discovery, its own status)
 A node therefore cannot publish readings as another node, switch another node's relay, nor
 free its own readings with an ack of its own. mosquitto acknowledges a denied publish and
@@ -100,6 +104,12 @@ topic read %(base)s/+/log
 topic read %(base)s/+/ota/status
 topic read %(ha)s/device/+/config
 topic read $SYS/broker/uptime
+topic write %(base)s/+/event
+topic write %(base)s/+/run
+topic write %(ha)s/device_automation/+/run_started/config
+topic write %(ha)s/device_automation/+/run_finished/config
+topic write %(ha)s/sensor/+/run_state/config
+topic read %(ha)s/status
 
 user %(operator)s
 topic read %(base)s/+/status
@@ -114,6 +124,8 @@ topic read %(base)s/+/ota/status
 user %(homeassistant)s
 topic read %(base)s/+/status
 topic read %(base)s/+/state
+topic read %(base)s/+/event
+topic read %(base)s/+/run
 topic write %(base)s/+/relay/set
 topic readwrite %(ha)s/#
 

@@ -4,7 +4,8 @@ the collector's health (/api/health) and Prometheus metrics (/metrics), the live
 
 A plug's health joins two sources, each plain data: what the store holds of it
 (store.plug(node): boots, acked seq, gaps, losses) and what it publishes, as heard
-(plugwatch.PlugWatch: status, state, firmware, log lines, meter faults). Actions go through
+(plugwatch.PlugWatch: status, state, firmware, log lines, meter faults), with its runs' state
+and the days its duty cycle was above its normal (runs/report.py health). Actions go through
 the broker as wattlog-operator, so the broker's ACL still decides, and are answered when the
 plug's own state or log says it happened (or 504 after ACTION_TIMEOUT_S).
 """
@@ -63,8 +64,19 @@ def plug_health(node, stored, seen):
 async def plugs(api, request):
     seen = api.watch.snapshot()
     stored = api.store.nodes()
-    return web.json_response({"plugs": [plug_health(n, stored.get(n), seen.get(n))
+    return web.json_response({"plugs": [dict(plug_health(n, stored.get(n), seen.get(n)),
+                                             runs=await _runs(api, n))
                                         for n in sorted(set(seen) | set(stored))]})
+
+
+async def _runs(api, node):
+    """The plug's run state and its days above its normal duty cycle (runs/report.py), or
+    None when runs are off."""
+    if api.runs is None:
+        return None
+    from wattlog.runs.report import health
+    return await api.loop.run_in_executor(None, health, api.runs, api.store, api.timezone,
+                                          node)
 
 
 async def plug(api, request):
@@ -74,7 +86,7 @@ async def plug(api, request):
     if seen is None and stored is None:
         raise ApiError(404, "no plug %s has reported here; GET /api/plugs lists them"
                        % shown(node))
-    return web.json_response(plug_health(node, stored, seen))
+    return web.json_response(dict(plug_health(node, stored, seen), runs=await _runs(api, node)))
 
 
 async def health(api, request):
