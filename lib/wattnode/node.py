@@ -26,7 +26,15 @@ repl.status(), start.py's crash text). Its keys (None where not known yet):
   power_w voltage_v current_a                 the newest slot's means (None: missing)
   energy_wh energy_from energy_settled flash_writes   the total and its checkpoints
   relay rssi_dbm                              "ON" / "OFF"; the Wi-Fi signal (None: unknown)
-  capacity produced unacked unsent never_sent dropped   the ring, in readings
+  capacity produced unacked unsent never_sent dropped   the ring, in readings (produced:
+                                              sampled this boot; unacked and unsent count
+                                              the flash and what was kept from before too)
+  kept spill_readings spill_bytes spill_files spill_oldest_slot spill_capacity spill_dropped
+  spill_torn spill_writes                     the flash spill (spill.py): readings kept from
+                                              before this boot; on the flash now, in bytes
+                                              and files, the oldest one's slot (unix s); how
+                                              many it holds; dropped when full; damaged;
+                                              segments written this boot
   link_up connects batches bytes_sent acks resends bad_acks last_error   the link
   commands bad_commands                       messages on cmd and relay/set; refused ones
   meter_faults heap_free                      {fault kind: count}; bytes
@@ -46,9 +54,11 @@ from wattnode import __version__, forget, meters, wire
 from wattnode.calib import Calibration
 from wattnode.clock import TimeKeeper
 from wattnode.energy import EnergyStore
+from wattnode.keep import Keep
 from wattnode.link import Link
 from wattnode.relay import CONNECTING, ERROR, ONLINE, Controls
 from wattnode.sampler import Sampler
+from wattnode.spill import FILE_BYTES, Spill
 
 from micropython import const
 
@@ -74,7 +84,9 @@ def make_meter(board, hw, cfg, meter_ok, problems):
 
 class Node:
     def __init__(self, cfg, board, hw, problems, meter_ok, ring, on_healthy=None,
-                 config_path="config.json"):
+                 config_path="config.json", spill_kib=0):
+        """spill_kib: the flash the spill may take (board.spill_kib(); 0: none, RTC memory
+        still keeps what a reset would lose)."""
         self.hw = hw
         self.cfg = cfg
         self.config_path = config_path
@@ -83,14 +95,21 @@ class Node:
         self.board_name = board.get("name", "?")
         self.chip = board.get("chip", "?")
         self.ring = ring
+        self.problems = problems
         self._on_healthy = on_healthy
         self.meter = make_meter(board, hw, cfg, meter_ok, problems)
         self.fault_log = meters.FaultLog(self.meter, "%s meter" % board.get("chip", "?"))
         self.metering = not isinstance(self.meter, meters.NoMeter)
         self.controls = Controls(board, hw, cfg["relay_power_on"])
         self.keeper = TimeKeeper(hw, cfg["ntp_host"] or None)
-        self.energy = EnergyStore(hw.rtc, cfg["checkpoint_wh"], cfg["checkpoint_s"])
+        keep = Keep(hw.rtc)  # RTC memory: loaded first, before anything writes it
+        self.energy = EnergyStore(hw.rtc, cfg["checkpoint_wh"], cfg["checkpoint_s"],
+                                  image=keep.image)
         wh, rem = self.energy.load()
+        self.spill = Spill(keep, spill_kib * 1024 // FILE_BYTES, say=self._problem)
+        self.spill.paused = not self.energy.settled  # records on flash could not be raised
+        ring.behind = self.spill
+        self.spill.boot(ring, cfg["interval_s"])
         self._max_power_w = board.get("meter", {}).get("max_power_w", 3680)
         self.sampler = Sampler(self.meter, self.ring, cfg["interval_s"], wh, rem)
         self.boot = int.from_bytes(hw.urandom(4), "little")
@@ -104,7 +123,6 @@ class Node:
         self.reboot_reason = None
         self._announced = 0  # link.connects when discovery was last sent
         self._boot_ticks = hw.clock.ticks_ms()
-        self.problems = problems
         self._state_ms = time.ticks_add(time.ticks_ms(), -_STATE_MIN_MS)
         self._first_slot = -1
         self._held = False
@@ -148,9 +166,14 @@ class Node:
             else:
                 self.problems.append(note)
 
+    def _problem(self, text):
+        """Said on the log topic once the link is up (the spill's news: spill.py)."""
+        self.problems.append(text)
+
     def settle(self):
         """The total's resume value is decided (energy.py): raise what was counted since boot
         to it, and let state and readings go."""
+        self.spill.paused = False
         add = self.energy.settle(self.sampler.energy_wh, self.sampler.rem_dj)
         if add:
             self.sampler.raise_total(add)
@@ -504,7 +527,10 @@ class Node:
         now = self.keeper.now()
         power_w, voltage_v, current_a, _ = wire.units(s.power_dw, s.voltage_cv, s.current_ma,
                                                       wire.ENERGY_MISSING)
-        return {
+        st = self.spill.status(ring)
+        oldest = st["spill_oldest_slot"]
+        st["spill_oldest_slot"] = _unix(oldest) if oldest >= 0 else None
+        st.update({
             "node": self.node_id, "board": self.board_name, "chip": self.chip,
             "boot": self.boot, "interval_s": s.interval_s, "uptime_s": self.uptime_s(),
             "time": _unix(now), "time_from": self.keeper.source,
@@ -513,9 +539,9 @@ class Node:
             "energy_wh": s.energy_wh, "energy_from": energy.source,
             "energy_settled": energy.settled, "flash_writes": energy.writes,
             "relay": "ON" if self.controls.on else "OFF", "rssi_dbm": self.hw.rssi_dbm(),
-            "capacity": ring.capacity, "produced": ring.next, "unacked": ring.count(),
-            "unsent": ring.unsent(), "never_sent": ring.next - link.sent_top,
-            "dropped": ring.dropped,
+            "capacity": ring.capacity, "produced": ring.next - ring.base,
+            "unacked": ring.count(), "unsent": ring.unsent(),
+            "never_sent": ring.next - link.sent_top, "dropped": ring.dropped,
             "link_up": link.up, "connects": link.connects, "batches": link.batches,
             "bytes_sent": link.bytes_sent, "acks": link.acks, "resends": link.resends,
             "bad_acks": link.bad_acks, "last_error": link.last_error,
@@ -524,7 +550,8 @@ class Node:
             "broadlink": self.cfg["broadlink"],
             "broadlink_counts": self.broadlink.counts() if self.broadlink else None,
             "version": __version__,
-        }
+        })
+        return st
 
 
 def _command(node, msg):

@@ -158,6 +158,8 @@ def parser():
                    help="after catching up with real time, carry on in real time")
     p.add_argument("--batch-max", type=int, help="records per batch")
     p.add_argument("--ring-kib", type=int, help="ring size in KiB (default: the board's)")
+    p.add_argument("--spill-kib", type=int,
+                   help="flash for the spill in KiB, a multiple of 4 (default: the board's)")
     p.add_argument("--flash", help="folder to use as the node's flash (default: a temporary one)")
     p.add_argument("--heap-kib", type=int, help="limit the MicroPython heap (micropython -X heapsize)")
     p.add_argument("--ntp-after", type=int, metavar="S",
@@ -229,6 +231,8 @@ def write_flash(flash, args):
     board["hal"] = "sim"  # any board runs on the simulator: pins, UART and chip simulated
     if args.ring_kib:
         board["ring_kib"] = args.ring_kib
+    if args.spill_kib is not None:
+        board["spill_kib"] = args.spill_kib
     with open(os.path.join(flash, "board.json"), "w") as f:
         json.dump(board, f, indent=1)
 

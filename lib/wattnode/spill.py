@@ -1,0 +1,527 @@
+"""spill.py - the flash behind the RAM ring: a week without the collector, and nothing sampled
+lost to a reset.
+
+Contract (the ring calls it as ring.behind; ring.py's seq addressing)
+- Held records are one run [ring.first, ring.next): the oldest on flash, the newest in RAM,
+  the two overlapping or touching. The spill holds [first, next) in whole segments.
+- Records in RAM only and not acknowledged are mirrored in RTC memory (keep.py, at most
+  SEGMENT_RECORDS = keep.CAPACITY = 126 of them). When that many wait, appended() writes them
+  to flash as one segment. So nothing is written while the collector acknowledges within 126
+  slots (21 min at 10 s; it acks every commit, 5 min by default), and a reset that keeps power
+  loses nothing: what is not on flash is in RTC memory. A power cut loses at most the records
+  not on flash yet: fewer than SEGMENT_RECORDS slots (under 21 min at 10 s).
+- appended() (per sample) copies one record to RTC memory and allocates nothing; a segment
+  write (every 126 samples, in an outage only) and load() (sending from flash) allocate.
+- load(ring, seq, max_n) reads the segment holding seq into `buf` for the link: the batch is
+  a slice of it, and carries the segment's interval (`interval_s`). An ack (release) deletes
+  every file whose records are all acknowledged.
+- Full (max_files files, or the file system says ENOSPC): the oldest file goes, its records
+  dropped and counted (ring.lose), never the newest. A write that fails otherwise (a flash
+  error) leaves the records in RAM, said once on the log, and is tried again a segment later;
+  should the RAM then overflow, the records it drops (and the older ones on flash: the run
+  stays one run) are counted as the ring counts its drops.
+- boot() runs before the first sample: it reads every segment (checking each), numbers their
+  records from 0 in this boot's seqs, then takes RTC memory's records of the boot before: into
+  the RAM ring when their interval is this boot's (no flash written), else to flash. A segment
+  that fails its check (torn by a power cut during a write, or corrupt) is never sent: its
+  records are counted (`torn`) and said once. A file the collector had partly acknowledged
+  before the reset comes back whole: duplicates, which the collector stores as the same. `paused` (set while the energy total is not
+  settled: energy.py) holds segment writes back: such records could not be raised after.
+
+Files: SPILL_DIR/<4 hex digits>, numbered by a counter modulo 65536 (at most max_files live:
+the oldest is the one after the widest gap). A file holds at most FILE_SEGMENTS segments in
+at most FILE_BYTES: one littlefs block, since littlefs gives each file blocks of its own. The
+second segment is appended, and littlefs copies a partly written block into a fresh one to
+append to it: a file costs 2 block erases and about 6 KiB programmed for 252 readings, plus
+the directory's metadata commits (tools/bench/wear measures it on littlefs).
+
+Segment (SEGMENT_HEADER = 16 bytes, then count records of wire.py's 16 bytes), little-endian
+  off size type  field
+   0   2   u16   magic        "SG"
+   2   1   u8    version      1
+   3   1   u8    record_size  16
+   4   2   u16   count        1..SEGMENT_RECORDS
+   6   2   u16   interval_s   of its records: a batch from it says this interval
+   8   4   u32   reserved     0
+  12   4   u32   crc          CRC-32 (binascii.crc32) of bytes 0..11, then of the records
+"""
+
+import os
+import struct
+from array import array
+from binascii import crc32
+
+from wattnode import keep, wire
+
+try:
+    from micropython import const
+except ImportError:  # CPython: the tests read a flash folder with it
+    def const(x):
+        return x
+
+SPILL_DIR = "spill"
+SEGMENT_HEADER = const(16)
+SEGMENT_RECORDS = const(126)   # keep.CAPACITY: what RTC memory holds
+FILE_SEGMENTS = const(2)
+FILE_RECORDS = const(252)      # FILE_SEGMENTS * SEGMENT_RECORDS
+FILE_BYTES = const(4096)       # a littlefs block on an ESP32
+RESERVE_KIB = const(256)       # file system space the spill leaves free (an update's staging)
+_SEG_BYTES = const(2032)       # SEGMENT_HEADER + SEGMENT_RECORDS * 16: the read buffer
+_MAGIC = const(0x4753)         # "SG"
+_HDR_FMT = "<HBBHHII"
+_ENOSPC = const(28)
+_SAID_FULL = const(1)
+_SAID_WRITE = const(2)
+_SAID_HEAP = const(4)
+
+
+def file_bytes(c1, c2):
+    """The size of a file holding segments of c1 and c2 (0: none) records."""
+    return (SEGMENT_HEADER + 16 * c1) + (SEGMENT_HEADER + 16 * c2 if c2 else 0)
+
+
+def read_segment(f, pos, buf):
+    """The segment at byte pos of the open file f, read into buf (_SEG_BYTES, its records at
+    buf[16:]): (count, interval_s, sound). (0, 0, False) at the end of the file; a damaged
+    one is not sound: count is what its header claims, or what the rest of the file could
+    hold when the header itself is damaged (interval_s 0: where it ends is not known)."""
+    f.seek(pos)
+    mv = memoryview(buf)
+    got = f.readinto(mv[0:SEGMENT_HEADER])
+    if not got:
+        return 0, 0, False
+    magic, version, rsize, count, interval_s, _, crc = struct.unpack_from(_HDR_FMT, buf, 0) \
+        if got == SEGMENT_HEADER else (0, 0, 0, 0, 0, 0, 0)
+    if magic != _MAGIC or version != 1 or rsize != wire.RECORD_SIZE or \
+            not 1 <= count <= SEGMENT_RECORDS or not 1 <= interval_s <= wire.MAX_INTERVAL_S:
+        rest = len(f.read()) // wire.RECORD_SIZE
+        return (rest if 1 <= rest <= SEGMENT_RECORDS else 1), 0, False
+    n = count * wire.RECORD_SIZE
+    got = f.readinto(mv[SEGMENT_HEADER:SEGMENT_HEADER + n])
+    sound = got == n and crc32(mv[SEGMENT_HEADER:SEGMENT_HEADER + n], crc32(mv[0:12])) == crc
+    return count, interval_s, sound
+
+
+def file_numbers(names):
+    """The spill's file numbers among directory entries, oldest first: sorted, then turned so
+    that the widest gap (where the counter wrapped, or ahead of the oldest) comes last."""
+    nums = []
+    for name in names:
+        if len(name) == 4:
+            try:
+                nums.append(int(name, 16))
+            except ValueError:
+                pass
+    nums.sort()
+    if len(nums) < 2:
+        return nums
+    cut, widest = 0, nums[0] + 65536 - nums[-1]
+    for i in range(1, len(nums)):
+        if nums[i] - nums[i - 1] > widest:
+            cut, widest = i, nums[i] - nums[i - 1]
+    return nums[cut:] + nums[:cut]
+
+
+class Spill:
+    def __init__(self, keep_, max_files, folder=SPILL_DIR, say=print):
+        """keep_: keep.Keep (RTC memory); max_files: the most files the spill may hold (the
+        board's spill_kib in blocks; boot() lowers it to what the file system has room
+        for); say(text): a problem, said once on the log topic."""
+        self.keep = keep_
+        self.max_files = max_files
+        self._slots = max_files if max_files else 1
+        self.folder = folder
+        self._say = say
+        self._no = array("H", bytes(2 * self._slots))  # the files, a ring of entries:
+        self._c1 = bytearray(self._slots)               # number, records in segment 1, 2
+        self._c2 = bytearray(self._slots)
+        self._head = 0
+        self._n = 0
+        self._last_no = -1
+        self._full_last = True  # the newest file takes no more segments
+        self.first = 0          # records [first, next) are on flash
+        self.next = 0
+        self.interval_s = 0     # of the segment in buf (load())
+        self.now_interval_s = 1
+        self.buf = None         # the read buffer, allocated when the flash is read
+        self.off = 0
+        self._loaded = -1       # which segment buf holds: file number * 2 + segment
+        self._hdr = bytearray(SEGMENT_HEADER)
+        self._retry_at = 0
+        self._said = 0
+        self.paused = False
+        self.writes = 0         # segments written this boot
+        self.dropped = 0        # records dropped to make room this boot
+        self.torn = 0           # records in damaged segments: never sent
+        self.kept = 0           # records kept from before this boot (flash and RTC memory)
+
+    # -- the index of files ------------------------------------------------------------------
+
+    def _path(self, no):
+        return "%s/%04x" % (self.folder, no)
+
+    def _at(self, k):
+        """The index slot of the k-th file, oldest first."""
+        return (self._head + k) % self._slots
+
+    def _add_file(self, no, c1, c2):
+        i = self._at(self._n)
+        self._no[i] = no
+        self._c1[i] = c1
+        self._c2[i] = c2
+        self._n += 1
+        self._last_no = no
+
+    def _remove_oldest(self):
+        """Delete the oldest file; the seq just past its records."""
+        h = self._head
+        end = self.first + self._c1[h] + self._c2[h]
+        try:
+            os.remove(self._path(self._no[h]))
+        except OSError:
+            pass  # gone already, or a failing flash: out of the index either way
+        if self._loaded >> 1 == self._no[h]:
+            self._loaded = -1
+        self._head = (h + 1) % self._slots
+        self._n -= 1
+        self.first = end
+        if not self._n:
+            self.first = self.next
+            self._full_last = True
+            self.buf = None  # the read buffer goes back to the heap until it is needed
+            self._said &= ~_SAID_FULL
+        return end
+
+    def holds(self, seq):
+        return self._n > 0 and self.first <= seq < self.next
+
+    # -- boot --------------------------------------------------------------------------------
+
+    def boot(self, ring, interval_s):
+        """Before the first sample: the records kept from before this boot become seqs
+        0.. of this one (flash first, then RTC memory); the ring's first sample follows."""
+        self.now_interval_s = interval_s
+        self.buf = bytearray(_SEG_BYTES)
+        try:
+            names = os.listdir(self.folder)
+        except OSError:
+            names = []  # made at the first write
+        found = []
+        torn = 0
+        for no in file_numbers(names):
+            c1, c2, bad = self._scan(no)
+            torn += bad
+            if c1:
+                found.append((no, c1, c2))
+            else:
+                try:
+                    os.remove(self._path(no))
+                except OSError:
+                    pass
+        self._room(len(found))
+        while len(found) > self.max_files:  # a smaller spill than before: the oldest go
+            torn += found[0][1] + found[0][2]
+            try:
+                os.remove(self._path(found.pop(0)[0]))
+            except OSError:
+                pass
+        for no, c1, c2 in found:
+            self._add_file(no, c1, c2)
+            self.next += c1 + c2
+        self._full_last = not found or found[-1][2] > 0 or \
+            file_bytes(found[-1][1], SEGMENT_RECORDS) > FILE_BYTES
+        if found:
+            self._last_no = found[-1][0]
+        on_flash = self.next
+        ring.first = ring.sent = 0
+        ring.low = ring.next = on_flash
+        iv, k = self.keep.restore()
+        if k and iv == interval_s:  # into RAM, and RTC memory keeps them as this boot's
+            buf, off = self.keep.records()
+            for i in range(k):
+                ring.put(buf, off + i * wire.RECORD_SIZE)
+        elif k:  # another interval (it was changed): to flash, with theirs
+            buf, off = self.keep.records()
+            if self._write(ring, iv, (memoryview(buf)[off:off + k * wire.RECORD_SIZE],)):
+                ring.low = ring.next = self.next
+            else:
+                torn += k
+                k = 0
+        self.keep.clear(interval_s, ring.low)
+        for seq in range(ring.low, ring.next):
+            self.keep.add(ring.buf, ring.offset(seq), seq)
+        ring.base = ring.next
+        if not self._n:
+            self.first = self.next = ring.low
+            self.buf = None
+        self.kept = ring.next
+        self.torn = torn
+        if torn:
+            self._say("spill: %d readings kept on the flash were dropped, never sent: damaged (a "
+                      "segment torn by a power cut during a write, or corrupt), or beyond the "
+                      "spill's room" % torn)
+        if self.kept:
+            self._say("kept %d readings from before this boot (%d on the flash, %d in RTC "
+                      "memory): they are sent first" % (self.kept, on_flash, k))
+
+    def _scan(self, no):
+        """(records in segment 1, in segment 2, records in damaged segments) of file no. A
+        damaged first segment before a sound second one is cut away: the file is written
+        again with the second alone (once, at boot)."""
+        counts = [0, 0]
+        bad = 0
+        path = self._path(no)
+        try:
+            with open(path, "rb") as f:
+                pos = 0
+                for i in range(FILE_SEGMENTS):
+                    n, iv, sound = read_segment(f, pos, self.buf)
+                    if not n:
+                        break
+                    if sound:
+                        counts[i] = n
+                    else:
+                        bad += n
+                    if not iv:
+                        break  # where it ends is not known: nothing after it can be found
+                    pos += SEGMENT_HEADER + n * wire.RECORD_SIZE
+        except OSError:
+            return 0, 0, bad or 1
+        if counts[1] and not counts[0]:  # buf holds the second segment
+            try:
+                with open(path, "wb") as f:
+                    f.write(memoryview(self.buf)[0:file_bytes(counts[1], 0)])
+                counts = [counts[1], 0]
+            except OSError:
+                bad += counts[1]
+                counts = [0, 0]
+        return counts[0], counts[1], bad
+
+    def _room(self, files):
+        """Lower max_files to what the file system holds, RESERVE_KIB left free."""
+        where = self.folder[:self.folder.rfind("/")] if "/" in self.folder else "."
+        try:
+            st = os.statvfs(where)
+            free = st[0] * st[4] - RESERVE_KIB * 1024
+        except (OSError, AttributeError):
+            return
+        fit = files + (free // FILE_BYTES if free > 0 else 0)
+        if fit < self.max_files:
+            self._say("spill: the file system has room for %d of its %d files (%d KiB kept "
+                      "free for updates)" % (fit, self.max_files, RESERVE_KIB))
+            self.max_files = fit
+
+    # -- the ring's side ---------------------------------------------------------------------
+
+    def appended(self, ring):
+        """After each sample: RTC memory keeps it; a segment goes to flash when as many wait
+        as RTC memory holds. Allocation-free but for the write."""
+        seq = ring.next - 1
+        self.keep.add(ring.buf, ring.offset(seq), seq)
+        start = self.next if self._n and self.next > ring.first else ring.first
+        if ring.next - start >= SEGMENT_RECORDS and ring.next >= self._retry_at and \
+                self.max_files and not self.paused:
+            self._flush(ring, start)
+
+    def _flush(self, ring, start):
+        """Write what RAM alone holds, [start, ring.next), in segments."""
+        if not self._n:
+            self.first = self.next = start
+        cap = ring.capacity
+        mv = memoryview(ring.buf)
+        while start < ring.next:
+            n = ring.next - start
+            if n > SEGMENT_RECORDS:
+                n = SEGMENT_RECORDS
+            a = ring.offset(start)
+            n1 = cap - start % cap
+            if n1 >= n:
+                parts = (mv[a:a + n * wire.RECORD_SIZE],)
+            else:
+                parts = (mv[a:a + n1 * wire.RECORD_SIZE], mv[0:(n - n1) * wire.RECORD_SIZE])
+            if not self._write(ring, self.now_interval_s, parts):
+                self._retry_at = ring.next + SEGMENT_RECORDS
+                break
+            start += n
+        self.keep.drop_below(self.next)
+
+    def _write(self, ring, interval_s, parts):
+        """One segment of the records in parts (memoryviews of whole records) at self.next:
+        True when it is on flash."""
+        n = 0
+        for p in parts:
+            n += len(p) // wire.RECORD_SIZE
+        hdr = self._hdr
+        struct.pack_into(_HDR_FMT, hdr, 0, _MAGIC, 1, wire.RECORD_SIZE, n, interval_s, 0, 0)
+        crc = crc32(memoryview(hdr)[0:12])
+        for p in parts:
+            crc = crc32(p, crc)
+        struct.pack_into("<I", hdr, 12, crc)
+        for attempt in range(2):
+            last = self._at(self._n - 1) if self._n else 0
+            append = self._n and not self._full_last and \
+                file_bytes(self._c1[last], n) <= FILE_BYTES
+            if not append and self._n >= self.max_files and not self._drop_oldest(ring):
+                return self._failed("it has no room (%d files)" % self.max_files)
+            no = self._no[last] if append else (self._last_no + 1) & 0xFFFF
+            if not self._n:
+                try:
+                    os.mkdir(self.folder)
+                except OSError:
+                    pass  # there already; if it cannot be made, open() says why
+            try:
+                with open(self._path(no), "ab" if append else "wb") as f:
+                    f.write(hdr)
+                    for p in parts:
+                        f.write(p)
+            except OSError as e:
+                if append:
+                    self._full_last = True  # its tail may be torn: the boot scan drops it
+                else:
+                    try:
+                        os.remove(self._path(no))
+                    except OSError:
+                        pass
+                if e.args and e.args[0] == _ENOSPC and attempt == 0 and self._n and \
+                        self._drop_oldest(ring):
+                    continue
+                return self._failed(repr(e))
+            except MemoryError:
+                return self._failed("no heap to open a file")
+            if append:
+                self._c2[last] = n
+                self._full_last = True
+            else:
+                self._add_file(no, n, 0)
+                self._full_last = file_bytes(n, SEGMENT_RECORDS) > FILE_BYTES
+            self.next += n
+            self.writes += 1
+            if self._said & _SAID_WRITE:
+                self._said &= ~_SAID_WRITE
+                self._say("spill: the flash takes segments again")
+            return True
+        return False
+
+    def _failed(self, why):
+        if not self._said & _SAID_WRITE:
+            self._said |= _SAID_WRITE
+            self._say("spill: cannot write a segment to the flash (%s): the readings stay in "
+                      "RAM and the newest %d in RTC memory; trying again every %d readings"
+                      % (why, SEGMENT_RECORDS, SEGMENT_RECORDS))
+        return False
+
+    def _drop_oldest(self, ring):
+        """Make room: the oldest file goes; its records not in RAM are dropped, counted."""
+        if not self._n:
+            return False
+        end = self._remove_oldest()
+        upto = end if end < ring.low else ring.low
+        if upto > ring.first:
+            self.dropped += upto - ring.first
+            ring.lose(upto)
+            if not self._said & _SAID_FULL:
+                self._said |= _SAID_FULL
+                self._say("spill: the flash is full (%d files): the oldest readings are "
+                          "dropped and counted" % self.max_files)
+        return True
+
+    def release(self, upto):
+        """Records below upto are acknowledged (or lost): files wholly below go."""
+        while self._n:
+            h = self._head
+            if self.first + self._c1[h] + self._c2[h] > upto:
+                break
+            self._remove_oldest()
+        self.keep.drop_below(upto)
+
+    def load(self, ring, seq, max_n):
+        """Records from seq (on flash) for a batch: n >= 1 of them at buf[off:], with
+        interval_s; 0 when their segment was damaged (dropped: ring.lose); -1 when there is
+        no heap for the read buffer now."""
+        s = self.first
+        k = 0
+        while k < self._n:
+            i = self._at(k)
+            c = self._c1[i] + self._c2[i]
+            if seq < s + c:
+                break
+            s += c
+            k += 1
+        else:
+            ring.lose(seq + 1)  # not held: cannot happen while the run is one run
+            return 0
+        if seq < s + self._c1[i]:
+            seg, pos, cnt = 0, 0, self._c1[i]
+        else:
+            seg, pos, cnt = 1, file_bytes(self._c1[i], 0), self._c2[i]
+            s += self._c1[i]
+        key = self._no[i] * 2 + seg
+        if key != self._loaded:
+            if self.buf is None:
+                try:
+                    self.buf = bytearray(_SEG_BYTES)
+                except MemoryError:
+                    if not self._said & _SAID_HEAP:
+                        self._said |= _SAID_HEAP
+                        self._say("spill: no heap for the 2 KiB read buffer: readings on the "
+                                  "flash wait")
+                    return -1
+                self._said &= ~_SAID_HEAP
+            try:
+                with open(self._path(self._no[i]), "rb") as f:
+                    n, iv, sound = read_segment(f, pos, self.buf)
+            except OSError:
+                sound = False
+            if not sound or n != cnt:
+                self._loaded = -1
+                self.torn += cnt
+                self._say("spill: a segment of %d readings failed its check when read back; "
+                          "it and the readings before it are dropped" % cnt)
+                self.release(s + cnt)
+                ring.lose(s + cnt)
+                return 0
+            self._loaded = key
+            self.interval_s = iv
+        self.off = SEGMENT_HEADER + (seq - s) * wire.RECORD_SIZE
+        n = s + cnt - seq
+        return n if n < max_n else max_n
+
+    # -- what it holds -----------------------------------------------------------------------
+
+    def capacity(self):
+        """The readings it may hold."""
+        return self.max_files * FILE_RECORDS
+
+    def status(self, ring):
+        """{"spill_readings", "spill_bytes", "spill_files", "spill_oldest_slot" (wire s, or
+        -1), "spill_capacity" (readings), "spill_dropped", "spill_torn", "spill_writes",
+        "kept"}: for Node.status(). Reads a record from the flash; allocates."""
+        size = 0
+        for k in range(self._n):
+            i = self._at(k)
+            size += file_bytes(self._c1[i], self._c2[i])
+        start = self.first if self.first > ring.first else ring.first
+        held = self.next - start if self._n and self.next > start else 0
+        return {"spill_readings": held, "spill_bytes": size, "spill_files": self._n,
+                "spill_oldest_slot": self._slot_of(start) if held else -1,
+                "spill_capacity": self.capacity(),
+                "spill_dropped": self.dropped, "spill_torn": self.torn,
+                "spill_writes": self.writes, "kept": self.kept}
+
+    def _slot_of(self, seq):
+        """The slot time of record seq on flash (-1 if it cannot be read)."""
+        s = self.first
+        for k in range(self._n):
+            i = self._at(k)
+            c1, c2 = self._c1[i], self._c2[i]
+            if seq < s + c1 + c2:
+                pos = SEGMENT_HEADER + (seq - s) * 16 if seq < s + c1 else \
+                    file_bytes(c1, 0) + SEGMENT_HEADER + (seq - s - c1) * 16
+                try:
+                    with open(self._path(self._no[i]), "rb") as f:
+                        f.seek(pos)
+                        return struct.unpack("<I", f.read(4))[0]
+                except (OSError, ValueError):
+                    return -1
+            s += c1 + c2
+        return -1
