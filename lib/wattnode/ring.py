@@ -21,10 +21,10 @@ Contract
   append returns True so the caller can say so. Nothing else is ever lost (but what lose()
   is told: a full or damaged spill).
 - A batch is a run of records that is contiguous in one buffer: peek(max_n) says how many
-  records, starting at `sent`, can go in one batch (0: none can go now), and where they are: `src` (buf, or the
-  spill's read buffer for records only on flash), `src_off`, and `src_interval_s` (0: the
-  node's interval; else that of the flash segment they come from). The link sends
-  src[src_off : src_off + n * RECORD_SIZE] as it is, copying nothing.
+  records, starting at `sent`, can go in one batch (0: none can go now), and where they
+  are: `src` (buf, or the spill's read buffer for records only on flash), `src_off`, and
+  `src_interval_s` (0: the node's interval; else that of the flash segment they come from).
+  The link sends src[src_off : src_off + n * RECORD_SIZE] as it is, copying nothing.
 - sent_to(upto) moves `sent` on once the broker has a batch; rewind(seq) moves it back (after a
   reconnect, or when the collector asks again) but never below `first`.
 - release(upto) frees every record with seq < upto (the collector's ack), in RAM and on flash;

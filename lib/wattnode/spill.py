@@ -25,8 +25,9 @@ Contract (the ring calls it as ring.behind; ring.py's seq addressing)
   the RAM ring when their interval is this boot's (no flash written), else to flash. A segment
   that fails its check (torn by a power cut during a write, or corrupt) is never sent: its
   records are counted (`torn`) and said once. A file the collector had partly acknowledged
-  before the reset comes back whole: duplicates, which the collector stores as the same. `paused` (set while the energy total is not
-  settled: energy.py) holds segment writes back: such records could not be raised after.
+  before the reset comes back whole: duplicates, which the collector stores as the same.
+- `paused` (set while the energy total is not settled: energy.py) holds segment writes back:
+  such records could not be raised after.
 
 Files: SPILL_DIR/<4 hex digits>, numbered by a counter modulo 65536 (at most max_files live:
 the oldest is the one after the widest gap). A file holds at most FILE_SEGMENTS segments in

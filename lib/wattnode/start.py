@@ -21,8 +21,9 @@ When the loop dies of an exception, the traceback goes to CRASH_LOG on the flash
 CRASH_LOG_MAX bytes: older entries are dropped, so a crash loop cannot wear or fill the
 flash), the crash counter in CRASHES_FILE goes up, the energy total is checkpointed and the
 plug resets. The readings it held are not lost: what the flash does not hold is in RTC memory
-(keep.py), and the next boot sends it first (spill.py). After 3 crashes in a row boot.py keeps the app from starting (safe mode, see
-safe.py); the counter goes back to 0 once the node has run node.HEALTHY_S without crashing.
+(keep.py), and the next boot sends it first (spill.py). After 3 crashes in a row boot.py
+keeps the app from starting (safe mode, see safe.py); the counter goes back to 0 once the
+node has run node.HEALTHY_S without crashing.
 """
 
 import gc

@@ -32,6 +32,7 @@ import pytest
 from helpers import REPO, aligned_past, summaries, wattlog
 from netcut import Relay
 from test_energy_promise import Messages
+from test_integrity import wait_until
 from wattlog.feeds import Registry
 from wattlog.phpfina import Feed
 from wattnode import spill, wire
@@ -285,14 +286,6 @@ def test_an_outage_longer_than_ring_and_spill(broker, collectors, simnodes, tmp_
 WEEK_S = 7 * 86400
 
 
-def wait_for(done, what, timeout_s):
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError("%s within %.0f s" % (what, timeout_s))
-        time.sleep(0.2)
-
-
 def spill_files(flash):
     """The plug's spill files, oldest first (lib/wattnode/spill.py's names)."""
     folder = flash / spill.SPILL_DIR
@@ -374,12 +367,12 @@ def outage(broker, collectors, simnodes, data, flash, node, days, ahead_h, cut=F
     try:
         plug = simnodes(broker.port, node, "--profile", "constant:500", "--speed", "max",
                         "--start", start, "--then-realtime", "--flash", flash)
-        wait_for(lambda: stored(data, node), "the first readings stored", 60)
+        wait_until("the first readings stored", lambda: stored(data, node), 60)
         c.kill()
         down = max(stored(data, node))
-        wait_for(lambda: watch.states(node) and
-                 watch.states(node)[-1]["time"] >= down + days * 86400,
-                 "%s days of node time without the collector" % days, 300)
+        wait_until("%s days of node time without the collector" % days,
+                   lambda: watch.states(node) and
+                   watch.states(node)[-1]["time"] >= down + days * 86400, 300)
         up = watch.states(node)[-1]["time"]
         if cut:
             os.kill(plug.firmware_pid(), signal.SIGKILL)
@@ -398,9 +391,8 @@ def back(broker, collectors, data, node, first, lost=(), plug=None):
     try:
         if plug is not None:
             plug = plug()
-        wait_for(lambda: watch.states(node) and all_stored(
-            data, node, first, watch.states(node)[-1]["time"] - 60, lost),
-            "every reading of the outage stored", 400)
+        wait_until("every reading of the outage stored", lambda: watch.states(node) and all_stored(
+            data, node, first, watch.states(node)[-1]["time"] - 60, lost), 400)
     finally:
         watch.close()
     return c, plug
