@@ -64,7 +64,7 @@ import orjson
 import paho.mqtt.client as mqtt
 from aiohttp import web
 
-from wattlog import emoncms, energy
+from wattlog import emoncms, energy, plugwatch
 from wattlog.web import page
 from wattlog.feeds import NODE_ID, UNITS
 from wattlog.metrics import Metrics
@@ -501,7 +501,7 @@ class Api:
         out = {"node": node, "online": None, "status": None, "last_seen": None, "boot": None,
                "boots": None, "acked_seq": None, "gaps": None, "lost": None, "ring_drops": None,
                "meter_faults": None, "firmware": None, "update": None, "state": None,
-               "broadlink": None}
+               "broadlink": None, "spill": None}
         if st is not None:
             bs = st.boots_seen.get(st.boot)  # a copy-free read: the collector may switch boots
             out.update(last_seen=st.last_seen, boot="%08x" % st.boot, boots=st.boots,
@@ -510,6 +510,7 @@ class Api:
         if seen is not None:
             info = seen["info"] or {}
             out.update(broadlink=info.get("broadlink"),  # the SP3S protocol's mode, if asked
+                       spill=plugwatch.spill(info),  # what it holds on its flash
                        status=seen["status"], online=seen["status"] == "online",
                        firmware=seen["firmware"], update=seen["update"],
                        state=seen["state"],

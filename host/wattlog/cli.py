@@ -297,10 +297,13 @@ def _print_table(rows):
 
 def cmd_nodes(args):
     """Per node, from commit.json: what is on disk and acknowledged, and what was lost; from
-    firmware.json: the version it runs and its last over-the-air update's result."""
+    firmware.json: the version it runs and its last over-the-air update's result; from the
+    running collector's /api/plugs, when it serves HTTP: what each plug holds on its flash
+    (its spill, as it said when it last connected)."""
     from wattlog import durable, firmware
     from wattlog.commitfile import FILE, check_state
-    data = _data(args)
+    s = _settings(args)
+    data = _data_dir(s.data_dir)
     path = os.path.join(data, FILE)
     try:
         state = durable.read_json(path) or {"version": 1, "feeds": {}}
@@ -316,6 +319,9 @@ def cmd_nodes(args):
         raise CliError("%s; the collector makes it again from what the plugs announce"
                        % e) from None
     acked = state.get("nodes", {})
+    plugs = _collector_api(s, data, "/api/plugs", "what the plugs hold on their flash is not "
+                           "shown") if s.http_listen else None
+    spills = {p.get("node"): p.get("spill") for p in (plugs or {}).get("plugs", [])}
     found = []
     for node in sorted(set(acked) | set(versions)):
         st = acked.get(node, {})
@@ -324,7 +330,7 @@ def cmd_nodes(args):
                       "boots": st.get("boots", 1 if st else 0), "acked_seq": st.get("seq"),
                       "gaps": st.get("gaps", 0), "lost": st.get("lost", 0),
                       "ring_drops": st.get("dropped", 0), "version": fw["firmware"],
-                      "update": fw["update"]})
+                      "update": fw["update"], "spill": spills.get(node)})
     if args.json:  # the table's columns, for programs: unix seconds, whole numbers
         print(json.dumps(found))
         return
@@ -332,13 +338,16 @@ def cmd_nodes(args):
         print("no node has been acknowledged yet in %s" % data)
         return
     rows = [("node", "last seen", "boot", "boots", "acked seq", "gaps", "lost readings",
-             "ring drops", "version", "update")]
+             "ring drops", "on flash", "version", "update")]
     for n in found:
+        sp = n["spill"]
         rows.append((n["node"], iso(n["last_seen"]) if n["last_seen"] else "-",
                      "-" if n["boot"] is None else "%08x" % n["boot"], str(n["boots"]),
                      "-" if n["acked_seq"] is None else str(n["acked_seq"]), str(n["gaps"]),
-                     str(n["lost"]), str(n["ring_drops"]), n["version"] or "-",
-                     firmware.describe(n["update"])))
+                     str(n["lost"]), str(n["ring_drops"]),
+                     "-" if sp is None else "%d" % sp["readings"] if not sp["oldest_slot"] else
+                     "%d since %s" % (sp["readings"], iso(sp["oldest_slot"])),
+                     n["version"] or "-", firmware.describe(n["update"])))
     _print_table(rows)
 
 
@@ -580,6 +589,7 @@ def cmd_energy(args):
     config's timezone and [tariff] count unless a flag says otherwise. When the config's
     collector serves HTTP, the table is its /api/energy: the readings it holds in memory, not
     yet committed, count too, so both say the same at the same moment."""
+    import urllib.parse
     from wattlog.energy import EnergyError, Tariff, energy_table
     s = _settings(args)
     data = _data_dir(s.data_dir)
@@ -595,7 +605,10 @@ def cmd_energy(args):
         raise UsageError("--from %s is not before --to %s" % (iso(start, tz), iso(end, tz)))
     table = None
     if s.http_listen and not args.tariff and not args.timezone:
-        table = _collector_energy(s, data, args.by, start, end)
+        query = urllib.parse.urlencode([("by", args.by)] + [(k, v) for k, v in (
+            ("start", start), ("end", end)) if v])
+        table = _collector_api(s, data, "/api/energy?" + query, "the readings it has not "
+                               "committed yet are not counted")
     if table is None:
         try:
             table = energy_table(data, args.by, s.timezone, tariff, start, end)
@@ -609,21 +622,18 @@ def cmd_energy(args):
     print(energy_text(table))
 
 
-def _collector_energy(s, data, by, start, end):
-    """The running collector's /api/energy for the same question, or None when no collector
+def _collector_api(s, data, path, without):
+    """The running collector's answer to GET `path` (its HTTP API), or None when no collector
     writes `data` (then the files hold everything). A collector that runs but does not answer
-    is said in a note: the figures then lack what it has not committed."""
+    is said in a note, with what is missing `without` it."""
     import urllib.error
-    import urllib.parse
     import urllib.request
     from wattlog import datalock
     if datalock.holder(data) is None:
         return None
     host, _, port = s.http_listen.rpartition(":")
     host = {"0.0.0.0": "127.0.0.1", "[::]": "[::1]", "::": "[::1]"}.get(host, host)
-    query = urllib.parse.urlencode([("by", by)] + [(k, v) for k, v in (("start", start),
-                                                                        ("end", end)) if v])
-    request = urllib.request.Request("http://%s:%s/api/energy?%s" % (host, port, query))
+    request = urllib.request.Request("http://%s:%s%s" % (host, port, path))
     if s.http_token_file:
         try:
             with open(s.http_token_file) as f:
@@ -634,9 +644,8 @@ def _collector_energy(s, data, by, start, end):
         with urllib.request.urlopen(request, timeout=30) as answer:
             return json.load(answer)
     except (OSError, ValueError) as e:
-        print("note: the collector writing %s did not answer at %s (%s): the readings it has "
-              "not committed yet are not counted" % (data, s.http_listen,
-                                                      getattr(e, "reason", e)), file=sys.stderr)
+        print("note: the collector writing %s did not answer at %s (%s): %s"
+              % (data, s.http_listen, getattr(e, "reason", e), without), file=sys.stderr)
         return None
 
 

@@ -15,7 +15,7 @@
              current_a_per_hz; any chip: max_power_w (above it, pulses are interference)
   ring_kib   RAM for the ring of readings (16 bytes each; 48 KiB is 8.5 h at 10 s)
   spill_kib  flash for the spill (spill.py): readings the ring must make room for while the
-             collector does not acknowledge them, in 4 KiB files of 252 (1024 KiB: 7.5 days
+             collector does not acknowledge them, in 4 KiB files of 252 (960 KiB: 7.0 days
              at 10 s); 0: none. The node takes less if the file system has less room.
   holds_days what the ring and the spill hold together at the default 10 s, in days (the
              board's promise; tests/device/test_board.py checks it against the two sizes)
@@ -40,7 +40,7 @@ OUTPUTS = ("relay", "led", "sel", "tx")
 KEYS = ("name", "mcu", "hal", "chip", "verified", "source", "pins", "inverted", "pullup", "led",
         "baud", "meter", "ring_kib", "spill_kib", "holds_days", "notes")
 # (minimum, maximum, default) KiB; spill_kib in whole 4 KiB files
-SIZES = {"ring_kib": (4, 96, 48), "spill_kib": (0, 4096, 1024)}
+SIZES = {"ring_kib": (4, 96, 48), "spill_kib": (0, 4096, 960)}
 
 
 def check(board):
@@ -91,7 +91,8 @@ def check(board):
     if chip in ("bl0937", "hlw8012") and mcu == "esp32c3":
         problems.append("board %r: the ESP32-C3 has no hardware pulse counter; counted by "
                         "interrupts, pulses above a few hundred Hz are lost (energy reads low)" % name)
-    for key, (low, high, default) in SIZES.items():
+    for key in ("ring_kib", "spill_kib"):
+        low, high, default = SIZES[key]
         kib = board.get(key, default)
         if kib != _kib(board, key):
             problems.append("board %r: %s = %r must be %d..%d%s; using %d"

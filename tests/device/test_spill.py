@@ -6,6 +6,7 @@ not on flash yet; a damaged segment is never sent; a flash that refuses writes l
 metering. The plug's parts as the node wires them: a Ring, a Spill with its Keep, the
 simulated board's RTC memory (a file), a folder as the flash."""
 
+import gc
 import os
 import struct
 import unittest
@@ -59,6 +60,23 @@ def runs(sent):
     return out
 
 
+def send(ring, ack=True):
+    """Every record the ring holds, as the link would send it, oldest first: [(interval,
+    fields)]; with ack, each batch is acknowledged as the collector would, once sent."""
+    ring.rewind(ring.first)
+    out = []
+    while ring.unsent():
+        n = ring.peek(64)
+        for k in range(n):
+            out.append((ring.src_interval_s or INTERVAL_S,
+                        struct.unpack_from(wire.RECORD_FMT, ring.src,
+                                           ring.src_off + k * wire.RECORD_SIZE)))
+        ring.sent_to(ring.sent + n)
+        if ack:
+            ring.release(ring.sent)
+    return out
+
+
 class Plug:
     """A ring with the spill behind it, as Node wires them; boot() as at start-up."""
 
@@ -79,21 +97,7 @@ class Plug:
         return lost
 
     def send_all(self, ack=True):
-        """Every held record, as the link would send it, oldest first: [(interval, fields)];
-        with ack, each batch is acknowledged as the collector would, once sent."""
-        ring = self.ring
-        ring.rewind(ring.first)
-        out = []
-        while ring.unsent():
-            n = ring.peek(64)
-            for k in range(n):
-                out.append((ring.src_interval_s or INTERVAL_S,
-                            struct.unpack_from(wire.RECORD_FMT, ring.src,
-                                               ring.src_off + k * wire.RECORD_SIZE)))
-            ring.sent_to(ring.sent + n)
-            if ack:
-                ring.release(ring.sent)
-        return out
+        return send(self.ring, ack)
 
 
 class TestSpill(unittest.TestCase):
@@ -272,3 +276,65 @@ class TestKeep(unittest.TestCase):
         self.assertEqual(keepmod.JOURNAL_OFF + keepmod.HEADER_SIZE
                          + keepmod.CAPACITY * wire.RECORD_SIZE, keepmod.RTC_BYTES)
         self.assertEqual(spillmod.SEGMENT_RECORDS, keepmod.CAPACITY)
+
+
+class TestOnLittlefs(unittest.TestCase):
+    """The spill on littlefs as an ESP32 mounts it, over a simulated flash that counts every
+    program and erase (lib/wattsim/flash.py; tools/bench/wear measures a year on it)."""
+
+    def setUp(self):
+        import vfs
+        if not hasattr(vfs, "VfsLfs2"):
+            raise unittest.SkipTest("needs littlefs (vfs.VfsLfs2): the unix port has it, the "
+                                    "32-bit WebAssembly port has not")
+        from wattsim.flash import Flash
+        gc.collect()  # the earlier tests' garbage: the flash is one block of heap
+        self.flash = Flash(blocks=88)
+        self.flash.mount("/lfs")
+        self.said = []
+        self.ring = Ring(256)
+        self.spill = Spill(Keep(MemoryRTC()), 16, "/lfs/spill", self.said.append)
+        self.ring.behind = self.spill
+        self.spill.boot(self.ring, INTERVAL_S)
+
+    def tearDown(self):
+        import vfs
+        vfs.umount("/lfs")
+
+    def test_normal_running_programs_and_erases_nothing(self):
+        """A day of slots, the collector acknowledging every 30: the flash is not touched."""
+        before = self.flash.counts()
+        for k in range(0, 8640, 30):
+            for i in range(k, k + 30):
+                self.ring.append(*record(i))
+            self.ring.sent_to(self.ring.next)
+            self.ring.release(self.ring.next)
+        self.assertEqual(self.flash.counts(), before)
+
+    def test_a_full_file_system_drops_only_the_oldest(self):
+        """The file system fills under the spill (an update's staging takes what was free at
+        boot): ENOSPC, the oldest file goes, counted; the newest readings are all held."""
+        with open("/lfs/staging", "wb") as f:
+            f.write(bytes(88 * 4096 - 48 * 1024))
+        lost = 0
+        for i in range(3000):
+            lost += self.ring.append(*record(i))
+        ring = self.ring
+        self.assertEqual((lost, ring.dropped), (0, self.spill.dropped))
+        self.assertTrue(ring.dropped > 0 and self.spill.writes > 3000 // SEGMENT_RECORDS - 2)
+        self.assertTrue(self.spill.status(ring)["spill_files"] < 16)  # ENOSPC, not max_files
+        first = ring.first
+        self.assertEqual(runs(f for _, f in send(ring)), [(first, 2999)])
+        self.assertEqual(self.said, ["spill: the flash is full (16 files): the oldest readings "
+                                     "are dropped and counted"])
+
+
+class MemoryRTC:
+    def __init__(self):
+        self.data = b""
+
+    def read(self):
+        return self.data
+
+    def write(self, buf):
+        self.data = bytes(buf)
