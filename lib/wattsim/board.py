@@ -99,6 +99,21 @@ class SimRTCMemory:
         self._f.write(data)
 
 
+class MemoryRTC:
+    """machine.RTC().memory() in RAM, for benches and tests that need no reset to outlive."""
+
+    def __init__(self):
+        self.data = b""
+
+    def read(self):
+        return self.data
+
+    def write(self, data):
+        if len(data) > RTC_BYTES:
+            raise ValueError("buffer too long")
+        self.data = bytes(data)
+
+
 class SimWatchdog:
     """machine.WDT in node time, one per plug: a new one re-arms it with its own timeout, as on
     an ESP32. The clock checks it as each wait() begins, not within a wait (the node's loop

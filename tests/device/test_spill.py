@@ -17,7 +17,7 @@ from wattnode import keep as keepmod, spill as spillmod, wire
 from wattnode.keep import Keep
 from wattnode.ring import Ring
 from wattnode.spill import FILE_RECORDS, SEGMENT_RECORDS, Spill, file_numbers
-from wattsim.board import SimRTCMemory
+from wattsim.board import MemoryRTC, SimRTCMemory
 
 FLASH = "/tmp/wattnode-spill-test"
 RTC = FLASH + "/.rtc-memory"
@@ -327,14 +327,3 @@ class TestOnLittlefs(unittest.TestCase):
         self.assertEqual(runs(f for _, f in send(ring)), [(first, 2999)])
         self.assertEqual(self.said, ["spill: the flash is full (16 files): the oldest readings "
                                      "are dropped and counted"])
-
-
-class MemoryRTC:
-    def __init__(self):
-        self.data = b""
-
-    def read(self):
-        return self.data
-
-    def write(self, buf):
-        self.data = bytes(buf)

@@ -25,11 +25,12 @@ import json
 import os
 import sys
 
-from wattnode import board, keep as keepmod
+from wattnode import board
 from wattnode.energy import EnergyStore
 from wattnode.keep import Keep
 from wattnode.ring import Ring
 from wattnode.spill import Spill
+from wattsim.board import MemoryRTC
 from wattsim.flash import Flash
 
 SLOTS_PER_DAY = 8640          # 10 s slots
@@ -39,21 +40,6 @@ ACK_EVERY = 30                # slots between acks in normal running (5 min comm
 BOARD = "boards/shelly-plus-plug-s.json"
 ENDURANCE = 100000
 BUILD = "build/device"
-
-
-class RTCMemory:
-    """machine.RTC().memory() in RAM: what survives a reset is not this bench's business."""
-
-    def __init__(self):
-        self.data = b""
-
-    def read(self):
-        return self.data
-
-    def write(self, buf):
-        if len(buf) > keepmod.RTC_BYTES:
-            raise ValueError("buffer too long")
-        self.data = buf
 
 
 def copy_tree(src, dst):
@@ -85,7 +71,7 @@ class Plug:
     """The node's parts that touch the flash, wired as node.py wires them."""
 
     def __init__(self):
-        rtc = RTCMemory()
+        rtc = MemoryRTC()  # what survives a reset is not this bench's business
         keep = Keep(rtc)
         self.energy = EnergyStore(rtc, 100, 21600, "/flash", image=keep.image)
         self.energy.load()
@@ -126,6 +112,8 @@ class Plug:
 
 def main():
     months = int(sys.argv[sys.argv.index("--months") + 1]) if "--months" in sys.argv else 12
+    if months < 1:
+        sys.exit("tools/bench/wear: --months takes a whole number of at least 1")
     flash = Flash()
     flash.mount("/flash")
     node_bytes = copy_tree(BUILD, "/flash")
