@@ -13,7 +13,8 @@
   baud       UART speed (cse7766 4800; bl0942 4800 or 9600)
   meter      chip constants: bl0937/hlw8012 power_w_per_hz, voltage_v_per_hz,
              current_a_per_hz; any chip: max_power_w (above it, pulses are interference)
-  ring_kib   RAM for the ring of readings (16 bytes each; 48 KiB is 8.5 h at 10 s)
+  ring_kib   RAM for the ring of readings (16 bytes each; 32 KiB is 5.7 h at 10 s: outages
+             longer than that go to the spill, which takes the heap a bigger ring would)
   spill_kib  flash for the spill (spill.py): readings the ring must make room for while the
              collector does not acknowledge them, in 4 KiB files of 252 (960 KiB: 7.0 days
              at 10 s); 0: none. The node takes less if the file system has less room.
@@ -40,7 +41,7 @@ OUTPUTS = ("relay", "led", "sel", "tx")
 KEYS = ("name", "mcu", "hal", "chip", "verified", "source", "pins", "inverted", "pullup", "led",
         "baud", "meter", "ring_kib", "spill_kib", "holds_days", "notes")
 # (minimum, maximum, default) KiB; spill_kib in whole 4 KiB files
-SIZES = {"ring_kib": (4, 96, 48), "spill_kib": (0, 4096, 960)}
+SIZES = {"ring_kib": (4, 96, 32), "spill_kib": (0, 4096, 960)}
 
 
 def check(board):

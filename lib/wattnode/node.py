@@ -29,12 +29,12 @@ repl.status(), start.py's crash text). Its keys (None where not known yet):
   capacity produced unacked unsent never_sent dropped   the ring, in readings (produced:
                                               sampled this boot; unacked and unsent count
                                               the flash and what was kept from before too)
-  kept spill_readings spill_bytes spill_files spill_oldest_slot spill_capacity spill_dropped
-  spill_torn spill_writes                     the flash spill (spill.py): readings kept from
-                                              before this boot; on the flash now, in bytes
-                                              and files, the oldest one's slot (unix s); how
-                                              many it holds; dropped when full; damaged;
-                                              segments written this boot
+  kept spill_readings spill_bytes spill_oldest_slot spill_capacity spill_dropped spill_torn
+  spill_writes                                the flash spill (spill.py): readings kept from
+                                              before this boot; on the flash now, in bytes,
+                                              the oldest one's slot (unix s); how many it
+                                              holds; dropped when full; damaged; segments
+                                              written this boot
   link_up connects batches bytes_sent acks resends bad_acks last_error   the link
   commands bad_commands                       messages on cmd and relay/set; refused ones
   meter_faults heap_free                      {fault kind: count}; bytes
@@ -50,15 +50,13 @@ import sys
 import time
 from binascii import hexlify
 
-from wattnode import __version__, forget, meters, wire
+from wattnode import __version__, forget, meters, spill, wire
 from wattnode.calib import Calibration
 from wattnode.clock import TimeKeeper
 from wattnode.energy import EnergyStore
-from wattnode.keep import Keep
 from wattnode.link import Link
 from wattnode.relay import CONNECTING, ERROR, ONLINE, Controls
 from wattnode.sampler import Sampler
-from wattnode.spill import FILE_BYTES, Spill
 
 from micropython import const
 
@@ -85,8 +83,9 @@ def make_meter(board, hw, cfg, meter_ok, problems):
 class Node:
     def __init__(self, cfg, board, hw, problems, meter_ok, ring, on_healthy=None,
                  config_path="config.json", spill_kib=0):
-        """spill_kib: the flash the spill may take (board.spill_kib(); 0: none, RTC memory
-        still keeps what a reset would lose)."""
+        """ring: the RAM ring, with the spill behind it (start.py makes both first), or
+        without: then spill_kib is the flash the spill may take (0: none, RTC memory still
+        keeps what a reset would lose)."""
         self.hw = hw
         self.cfg = cfg
         self.config_path = config_path
@@ -102,14 +101,14 @@ class Node:
         self.metering = not isinstance(self.meter, meters.NoMeter)
         self.controls = Controls(board, hw, cfg["relay_power_on"])
         self.keeper = TimeKeeper(hw, cfg["ntp_host"] or None)
-        keep = Keep(hw.rtc)  # RTC memory: loaded first, before anything writes it
+        if ring.behind is None:  # start.py makes it first; a test may not
+            spill.behind(ring, hw.rtc, spill_kib, cfg["interval_s"], problems.append)
+        self.spill = ring.behind
+        self.spill.say = self._problem
         self.energy = EnergyStore(hw.rtc, cfg["checkpoint_wh"], cfg["checkpoint_s"],
-                                  image=keep.image)
+                                  image=self.spill.keep.image)
         wh, rem = self.energy.load()
-        self.spill = Spill(keep, spill_kib * 1024 // FILE_BYTES, say=self._problem)
         self.spill.paused = not self.energy.settled  # records on flash could not be raised
-        ring.behind = self.spill
-        self.spill.boot(ring, cfg["interval_s"])
         self._max_power_w = board.get("meter", {}).get("max_power_w", 3680)
         self.sampler = Sampler(self.meter, self.ring, cfg["interval_s"], wh, rem)
         self.boot = int.from_bytes(hw.urandom(4), "little")
@@ -527,10 +526,9 @@ class Node:
         now = self.keeper.now()
         power_w, voltage_v, current_a, _ = wire.units(s.power_dw, s.voltage_cv, s.current_ma,
                                                       wire.ENERGY_MISSING)
-        st = self.spill.status(ring)
-        oldest = st["spill_oldest_slot"]
-        st["spill_oldest_slot"] = _unix(oldest) if oldest >= 0 else None
-        st.update({
+        sp = self.spill
+        on_flash, flash_bytes, oldest = sp.held(ring)
+        return {  # one literal: its table is allocated once, at its size (a tight heap)
             "node": self.node_id, "board": self.board_name, "chip": self.chip,
             "boot": self.boot, "interval_s": s.interval_s, "uptime_s": self.uptime_s(),
             "time": _unix(now), "time_from": self.keeper.source,
@@ -550,8 +548,10 @@ class Node:
             "broadlink": self.cfg["broadlink"],
             "broadlink_counts": self.broadlink.counts() if self.broadlink else None,
             "version": __version__,
-        })
-        return st
+            "kept": sp.kept, "spill_readings": on_flash, "spill_bytes": flash_bytes,
+            "spill_oldest_slot": _unix(oldest), "spill_capacity": sp.capacity(),
+            "spill_dropped": sp.dropped, "spill_torn": sp.torn, "spill_writes": sp.writes,
+        }
 
 
 def _command(node, msg):

@@ -20,17 +20,14 @@ Contract (the ring calls it as ring.behind; ring.py's seq addressing)
   error) leaves the records in RAM, said once on the log, and is tried again a segment later;
   should the RAM then overflow, the records it drops (and the older ones on flash: the run
   stays one run) are counted as the ring counts its drops.
-- boot() runs before the first sample: it reads every segment (checking each), numbers their
-  records from 0 in this boot's seqs, then takes RTC memory's records of the boot before: into
-  the RAM ring when their interval is this boot's (no flash written), else to flash. A segment
-  that fails its check (torn by a power cut during a write, or corrupt) is never sent: its
-  records are counted (`torn`) and said once. A file the collector had partly acknowledged
-  before the reset comes back whole: duplicates, which the collector stores as the same.
+- Before the first sample spillboot.boot() (loaded for it, then forgotten) takes what the boot
+  before left on the flash and in RTC memory, oldest first, as this boot's seqs 0.. (`kept`);
+  records of damaged segments are never sent, and counted (`torn`).
 - `paused` (set while the energy total is not settled: energy.py) holds segment writes back:
   such records could not be raised after.
 
 Files: SPILL_DIR/<4 hex digits>, numbered by a counter modulo 65536 (at most max_files live:
-the oldest is the one after the widest gap). A file holds at most FILE_SEGMENTS segments in
+spillboot.py finds the oldest). A file holds at most FILE_SEGMENTS segments in
 at most FILE_BYTES: one littlefs block, since littlefs gives each file blocks of its own. The
 second segment is appended, and littlefs copies a partly written block into a fresh one to
 append to it: a file costs 2 block erases and about 6 KiB programmed for 252 readings, plus
@@ -52,7 +49,7 @@ import struct
 from array import array
 from binascii import crc32
 
-from wattnode import keep, wire
+from wattnode import wire
 
 try:
     from micropython import const
@@ -67,7 +64,7 @@ FILE_SEGMENTS = const(2)
 FILE_RECORDS = const(252)      # FILE_SEGMENTS * SEGMENT_RECORDS
 FILE_BYTES = const(4096)       # a littlefs block on an ESP32
 RESERVE_KIB = const(256)       # file system space the spill leaves free (an update's staging)
-_SEG_BYTES = const(2032)       # SEGMENT_HEADER + SEGMENT_RECORDS * 16: the read buffer
+SEGMENT_BYTES = const(2032)    # SEGMENT_HEADER + SEGMENT_RECORDS * 16: the read buffer
 _MAGIC = const(0x4753)         # "SG"
 _HDR_FMT = "<HBBHHII"
 _ENOSPC = const(28)
@@ -76,13 +73,25 @@ _SAID_WRITE = const(2)
 _SAID_HEAP = const(4)
 
 
+def behind(ring, rtc, kib, interval_s, say):
+    """The spill behind `ring`: kib of flash, RTC memory (keep.Keep) on the hardware layer's
+    rtc, what the boot before left taken in (spillboot, loaded for it, then forgotten). Made
+    by start.py while the heap is still in one piece, right after the ring."""
+    from wattnode import forget, keep, spillboot
+    sp = Spill(keep.Keep(rtc), kib * 1024 // FILE_BYTES, say=say)
+    ring.behind = sp
+    spillboot.boot(sp, ring, interval_s)
+    forget("spillboot")
+    return sp
+
+
 def file_bytes(c1, c2):
     """The size of a file holding segments of c1 and c2 (0: none) records."""
     return (SEGMENT_HEADER + 16 * c1) + (SEGMENT_HEADER + 16 * c2 if c2 else 0)
 
 
 def read_segment(f, pos, buf):
-    """The segment at byte pos of the open file f, read into buf (_SEG_BYTES, its records at
+    """The segment at byte pos of the open file f, read into buf (SEGMENT_BYTES, records at
     buf[16:]): (count, interval_s, sound). (0, 0, False) at the end of the file; a damaged
     one is not sound: count is what its header claims, or what the rest of the file could
     hold when the header itself is damaged (interval_s 0: where it ends is not known)."""
@@ -103,36 +112,16 @@ def read_segment(f, pos, buf):
     return count, interval_s, sound
 
 
-def file_numbers(names):
-    """The spill's file numbers among directory entries, oldest first: sorted, then turned so
-    that the widest gap (where the counter wrapped, or ahead of the oldest) comes last."""
-    nums = []
-    for name in names:
-        if len(name) == 4:
-            try:
-                nums.append(int(name, 16))
-            except ValueError:
-                pass
-    nums.sort()
-    if len(nums) < 2:
-        return nums
-    cut, widest = 0, nums[0] + 65536 - nums[-1]
-    for i in range(1, len(nums)):
-        if nums[i] - nums[i - 1] > widest:
-            cut, widest = i, nums[i] - nums[i - 1]
-    return nums[cut:] + nums[:cut]
-
-
 class Spill:
-    def __init__(self, keep_, max_files, folder=SPILL_DIR, say=print):
-        """keep_: keep.Keep (RTC memory); max_files: the most files the spill may hold (the
-        board's spill_kib in blocks; boot() lowers it to what the file system has room
+    def __init__(self, keep, max_files, folder=SPILL_DIR, say=print):
+        """keep: keep.Keep (RTC memory); max_files: the most files the spill may hold (the
+        board's spill_kib in blocks; spillboot lowers it to what the file system has room
         for); say(text): a problem, said once on the log topic."""
-        self.keep = keep_
+        self.keep = keep
         self.max_files = max_files
         self._slots = max_files if max_files else 1
         self.folder = folder
-        self._say = say
+        self.say = say
         self._no = array("H", bytes(2 * self._slots))  # the files, a ring of entries:
         self._c1 = bytearray(self._slots)               # number, records in segment 1, 2
         self._c2 = bytearray(self._slots)
@@ -158,27 +147,30 @@ class Spill:
 
     # -- the index of files ------------------------------------------------------------------
 
-    def _path(self, no):
+    def path(self, no):
         return "%s/%04x" % (self.folder, no)
 
     def _at(self, k):
         """The index slot of the k-th file, oldest first."""
         return (self._head + k) % self._slots
 
-    def _add_file(self, no, c1, c2):
+    def add_file(self, no, c1, c2):
+        """File no, holding segments of c1 and c2 (0: none) records, is the newest."""
         i = self._at(self._n)
         self._no[i] = no
         self._c1[i] = c1
         self._c2[i] = c2
         self._n += 1
         self._last_no = no
+        self._full_last = c2 > 0 or file_bytes(c1, SEGMENT_RECORDS) > FILE_BYTES
+        self.next += c1 + c2
 
     def _remove_oldest(self):
         """Delete the oldest file; the seq just past its records."""
         h = self._head
         end = self.first + self._c1[h] + self._c2[h]
         try:
-            os.remove(self._path(self._no[h]))
+            os.remove(self.path(self._no[h]))
         except OSError:
             pass  # gone already, or a failing flash: out of the index either way
         if self._loaded >> 1 == self._no[h]:
@@ -195,122 +187,6 @@ class Spill:
 
     def holds(self, seq):
         return self._n > 0 and self.first <= seq < self.next
-
-    # -- boot --------------------------------------------------------------------------------
-
-    def boot(self, ring, interval_s):
-        """Before the first sample: the records kept from before this boot become seqs
-        0.. of this one (flash first, then RTC memory); the ring's first sample follows."""
-        self.now_interval_s = interval_s
-        self.buf = bytearray(_SEG_BYTES)
-        try:
-            names = os.listdir(self.folder)
-        except OSError:
-            names = []  # made at the first write
-        found = []
-        torn = 0
-        for no in file_numbers(names):
-            c1, c2, bad = self._scan(no)
-            torn += bad
-            if c1:
-                found.append((no, c1, c2))
-            else:
-                try:
-                    os.remove(self._path(no))
-                except OSError:
-                    pass
-        self._room(len(found))
-        while len(found) > self.max_files:  # a smaller spill than before: the oldest go
-            torn += found[0][1] + found[0][2]
-            try:
-                os.remove(self._path(found.pop(0)[0]))
-            except OSError:
-                pass
-        for no, c1, c2 in found:
-            self._add_file(no, c1, c2)
-            self.next += c1 + c2
-        self._full_last = not found or found[-1][2] > 0 or \
-            file_bytes(found[-1][1], SEGMENT_RECORDS) > FILE_BYTES
-        if found:
-            self._last_no = found[-1][0]
-        on_flash = self.next
-        ring.first = ring.sent = 0
-        ring.low = ring.next = on_flash
-        iv, k = self.keep.restore()
-        if k and iv == interval_s:  # into RAM, and RTC memory keeps them as this boot's
-            buf, off = self.keep.records()
-            for i in range(k):
-                ring.put(buf, off + i * wire.RECORD_SIZE)
-        elif k:  # another interval (it was changed): to flash, with theirs
-            buf, off = self.keep.records()
-            if self._write(ring, iv, (memoryview(buf)[off:off + k * wire.RECORD_SIZE],)):
-                ring.low = ring.next = self.next
-            else:
-                torn += k
-                k = 0
-        self.keep.clear(interval_s, ring.low)
-        for seq in range(ring.low, ring.next):
-            self.keep.add(ring.buf, ring.offset(seq), seq)
-        ring.base = ring.next
-        if not self._n:
-            self.first = self.next = ring.low
-            self.buf = None
-        self.kept = ring.next
-        self.torn = torn
-        if torn:
-            self._say("spill: %d readings kept on the flash were dropped, never sent: damaged (a "
-                      "segment torn by a power cut during a write, or corrupt), or beyond the "
-                      "spill's room" % torn)
-        if self.kept:
-            self._say("kept %d readings from before this boot (%d on the flash, %d in RTC "
-                      "memory): they are sent first" % (self.kept, on_flash, k))
-
-    def _scan(self, no):
-        """(records in segment 1, in segment 2, records in damaged segments) of file no. A
-        damaged first segment before a sound second one is cut away: the file is written
-        again with the second alone (once, at boot)."""
-        counts = [0, 0]
-        bad = 0
-        path = self._path(no)
-        try:
-            with open(path, "rb") as f:
-                pos = 0
-                for i in range(FILE_SEGMENTS):
-                    n, iv, sound = read_segment(f, pos, self.buf)
-                    if not n:
-                        break
-                    if sound:
-                        counts[i] = n
-                    else:
-                        bad += n
-                    if not iv:
-                        break  # where it ends is not known: nothing after it can be found
-                    pos += SEGMENT_HEADER + n * wire.RECORD_SIZE
-        except OSError:
-            return 0, 0, bad or 1
-        if counts[1] and not counts[0]:  # buf holds the second segment
-            try:
-                with open(path, "wb") as f:
-                    f.write(memoryview(self.buf)[0:file_bytes(counts[1], 0)])
-                counts = [counts[1], 0]
-            except OSError:
-                bad += counts[1]
-                counts = [0, 0]
-        return counts[0], counts[1], bad
-
-    def _room(self, files):
-        """Lower max_files to what the file system holds, RESERVE_KIB left free."""
-        where = self.folder[:self.folder.rfind("/")] if "/" in self.folder else "."
-        try:
-            st = os.statvfs(where)
-            free = st[0] * st[4] - RESERVE_KIB * 1024
-        except (OSError, AttributeError):
-            return
-        fit = files + (free // FILE_BYTES if free > 0 else 0)
-        if fit < self.max_files:
-            self._say("spill: the file system has room for %d of its %d files (%d KiB kept "
-                      "free for updates)" % (fit, self.max_files, RESERVE_KIB))
-            self.max_files = fit
 
     # -- the ring's side ---------------------------------------------------------------------
 
@@ -340,13 +216,13 @@ class Spill:
                 parts = (mv[a:a + n * wire.RECORD_SIZE],)
             else:
                 parts = (mv[a:a + n1 * wire.RECORD_SIZE], mv[0:(n - n1) * wire.RECORD_SIZE])
-            if not self._write(ring, self.now_interval_s, parts):
+            if not self.write(ring, self.now_interval_s, parts):
                 self._retry_at = ring.next + SEGMENT_RECORDS
                 break
             start += n
         self.keep.drop_below(self.next)
 
-    def _write(self, ring, interval_s, parts):
+    def write(self, ring, interval_s, parts):
         """One segment of the records in parts (memoryviews of whole records) at self.next:
         True when it is on flash."""
         n = 0
@@ -371,7 +247,7 @@ class Spill:
                 except OSError:
                     pass  # there already; if it cannot be made, open() says why
             try:
-                with open(self._path(no), "ab" if append else "wb") as f:
+                with open(self.path(no), "ab" if append else "wb") as f:
                     f.write(hdr)
                     for p in parts:
                         f.write(p)
@@ -380,7 +256,7 @@ class Spill:
                     self._full_last = True  # its tail may be torn: the boot scan drops it
                 else:
                     try:
-                        os.remove(self._path(no))
+                        os.remove(self.path(no))
                     except OSError:
                         pass
                 if e.args and e.args[0] == _ENOSPC and attempt == 0 and self._n and \
@@ -392,23 +268,19 @@ class Spill:
             if append:
                 self._c2[last] = n
                 self._full_last = True
+                self.next += n
             else:
-                self._add_file(no, n, 0)
-                self._full_last = file_bytes(n, SEGMENT_RECORDS) > FILE_BYTES
-            self.next += n
+                self.add_file(no, n, 0)
             self.writes += 1
-            if self._said & _SAID_WRITE:
-                self._said &= ~_SAID_WRITE
-                self._say("spill: the flash takes segments again")
+            self._said &= ~_SAID_WRITE
             return True
         return False
 
     def _failed(self, why):
         if not self._said & _SAID_WRITE:
             self._said |= _SAID_WRITE
-            self._say("spill: cannot write a segment to the flash (%s): the readings stay in "
-                      "RAM and the newest %d in RTC memory; trying again every %d readings"
-                      % (why, SEGMENT_RECORDS, SEGMENT_RECORDS))
+            self.say("spill: cannot write to the flash (%s): readings stay in RAM, the newest "
+                     "126 in RTC memory; tried again every 126" % why)
         return False
 
     def _drop_oldest(self, ring):
@@ -422,8 +294,8 @@ class Spill:
             ring.lose(upto)
             if not self._said & _SAID_FULL:
                 self._said |= _SAID_FULL
-                self._say("spill: the flash is full (%d files): the oldest readings are "
-                          "dropped and counted" % self.max_files)
+                self.say("spill: the flash is full (%d files): the oldest readings are "
+                         "dropped and counted" % self.max_files)
         return True
 
     def release(self, upto):
@@ -435,49 +307,50 @@ class Spill:
             self._remove_oldest()
         self.keep.drop_below(upto)
 
+    def _find(self, seq):
+        """Where record seq lies on flash: (index slot, first seq of its segment, segment 0
+        or 1, its byte offset in the file, its records), or None."""
+        s = self.first
+        for k in range(self._n):
+            i = self._at(k)
+            c1 = self._c1[i]
+            if seq < s + c1:
+                return i, s, 0, 0, c1
+            if seq < s + c1 + self._c2[i]:
+                return i, s + c1, 1, file_bytes(c1, 0), self._c2[i]
+            s += c1 + self._c2[i]
+        return None
+
     def load(self, ring, seq, max_n):
         """Records from seq (on flash) for a batch: n >= 1 of them at buf[off:], with
         interval_s; 0 when their segment was damaged (dropped: ring.lose); -1 when there is
         no heap for the read buffer now."""
-        s = self.first
-        k = 0
-        while k < self._n:
-            i = self._at(k)
-            c = self._c1[i] + self._c2[i]
-            if seq < s + c:
-                break
-            s += c
-            k += 1
-        else:
+        at = self._find(seq)
+        if at is None:
             ring.lose(seq + 1)  # not held: cannot happen while the run is one run
             return 0
-        if seq < s + self._c1[i]:
-            seg, pos, cnt = 0, 0, self._c1[i]
-        else:
-            seg, pos, cnt = 1, file_bytes(self._c1[i], 0), self._c2[i]
-            s += self._c1[i]
+        i, s, seg, pos, cnt = at
         key = self._no[i] * 2 + seg
         if key != self._loaded:
             if self.buf is None:
                 try:
-                    self.buf = bytearray(_SEG_BYTES)
+                    self.buf = bytearray(SEGMENT_BYTES)
                 except MemoryError:
                     if not self._said & _SAID_HEAP:
                         self._said |= _SAID_HEAP
-                        self._say("spill: no heap for the 2 KiB read buffer: readings on the "
-                                  "flash wait")
+                        self.say("spill: no heap for its 2 KiB read buffer: readings on the "
+                                 "flash wait")
                     return -1
-                self._said &= ~_SAID_HEAP
             try:
-                with open(self._path(self._no[i]), "rb") as f:
+                with open(self.path(self._no[i]), "rb") as f:
                     n, iv, sound = read_segment(f, pos, self.buf)
             except OSError:
                 sound = False
             if not sound or n != cnt:
                 self._loaded = -1
                 self.torn += cnt
-                self._say("spill: a segment of %d readings failed its check when read back; "
-                          "it and the readings before it are dropped" % cnt)
+                self.say("spill: a segment of %d readings failed its check when read back: "
+                         "dropped, with the readings before it" % cnt)
                 self.release(s + cnt)
                 ring.lose(s + cnt)
                 return 0
@@ -493,36 +366,22 @@ class Spill:
         """The readings it may hold."""
         return self.max_files * FILE_RECORDS
 
-    def status(self, ring):
-        """{"spill_readings", "spill_bytes", "spill_files", "spill_oldest_slot" (wire s, or
-        -1), "spill_capacity" (readings), "spill_dropped", "spill_torn", "spill_writes",
-        "kept"}: for Node.status(). Reads a record from the flash; allocates."""
+    def held(self, ring):
+        """(readings on flash not acknowledged, bytes of its files, the oldest one's slot in
+        wire s or -1): for Node.status(). Reads a record from the flash; allocates."""
         size = 0
         for k in range(self._n):
             i = self._at(k)
             size += file_bytes(self._c1[i], self._c2[i])
         start = self.first if self.first > ring.first else ring.first
         held = self.next - start if self._n and self.next > start else 0
-        return {"spill_readings": held, "spill_bytes": size, "spill_files": self._n,
-                "spill_oldest_slot": self._slot_of(start) if held else -1,
-                "spill_capacity": self.capacity(),
-                "spill_dropped": self.dropped, "spill_torn": self.torn,
-                "spill_writes": self.writes, "kept": self.kept}
-
-    def _slot_of(self, seq):
-        """The slot time of record seq on flash (-1 if it cannot be read)."""
-        s = self.first
-        for k in range(self._n):
-            i = self._at(k)
-            c1, c2 = self._c1[i], self._c2[i]
-            if seq < s + c1 + c2:
-                pos = SEGMENT_HEADER + (seq - s) * 16 if seq < s + c1 else \
-                    file_bytes(c1, 0) + SEGMENT_HEADER + (seq - s - c1) * 16
-                try:
-                    with open(self._path(self._no[i]), "rb") as f:
-                        f.seek(pos)
-                        return struct.unpack("<I", f.read(4))[0]
-                except (OSError, ValueError):
-                    return -1
-            s += c1 + c2
-        return -1
+        slot = -1
+        at = self._find(start) if held else None
+        if at is not None:
+            try:
+                with open(self.path(self._no[at[0]]), "rb") as f:
+                    f.seek(at[3] + SEGMENT_HEADER + (start - at[1]) * wire.RECORD_SIZE)
+                    slot = struct.unpack("<I", f.read(4))[0]
+            except (OSError, ValueError):
+                pass
+        return held, size, slot

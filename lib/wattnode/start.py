@@ -1,8 +1,9 @@
 """start.py - start-up, Ctrl-C and crash handling: what firmware/main.py runs.
 
 Order matters for memory: config.json and board.json are read and the ring is allocated
-first, while the heap is still in one piece (the ring is one block of ring_kib KiB), and only
-then are the big modules imported. What only start-up needs (config.py, board.py, and safe.py,
+first, while the heap is still in one piece (the ring is one block of ring_kib KiB), then the
+spill behind it (its RTC image and index; spill.behind() loads what the boot before kept,
+with spillboot.py, which goes again), and only then are the big modules imported. What only start-up needs (config.py, board.py, and safe.py,
 which boot.py ran) is unloaded before that (wattnode.forget): about 20 KiB of a 64-bit heap
 that the node's run, an update or the Broadlink protocol can use. The node then runs under
 the watchdog.
@@ -87,15 +88,16 @@ def main(config_path="config.json", board_path="board.json"):
     forget("board", "config", "safe")
     gc.collect()
     ring = Ring(ring_kib * 1024 // wire.RECORD_SIZE)  # while the heap is whole
-    from wattnode import hw as hal
-    from wattnode.node import Node
+    from wattnode import hw as hal, spill
     hw = hal.load(board, cfg)
+    spill.behind(ring, hw.rtc, spill_kib, cfg["interval_s"], problems.append)  # and its buffers
+    gc.collect()  # the spill's start-up work is gone before the node's modules come
+    from wattnode.node import Node
     if no_wifi and hw.wireless:  # said at every boot: the console is all such a plug has
         print("wattnode: " + no_wifi)
         problems.append(no_wifi)
     global node
-    node = Node(cfg, board, hw, problems, meter_ok, ring, lambda: set_crash_count(0), config_path,
-                spill_kib)
+    node = Node(cfg, board, hw, problems, meter_ok, ring, lambda: set_crash_count(0), config_path)
     print("wattnode %s: board %r, interval %d s, ring %d records, spill %d, kept %d"
           % (node.node_id, board.get("name"), cfg["interval_s"], ring.capacity,
              node.spill.capacity(), ring.next))

@@ -62,7 +62,7 @@ class TestBoards(unittest.TestCase):
         self.assertEqual(board.check([1, 2]), (["the board file does not hold a JSON object"], False))
         problems, ok = board.check({"name": "s", "chip": "cse7766", "pins": {"rx": 16},
                                     "spill_kib": 1023, "ring_kib": True})
-        self.assertEqual(problems, ["board 's': ring_kib = True must be 4..96; using 48",
+        self.assertEqual(problems, ["board 's': ring_kib = True must be 4..96; using 32",
                                     "board 's': spill_kib = 1023 must be 0..4096, a multiple of "
                                     "4; using 960"])
         self.assertEqual((board.spill_kib({"spill_kib": 1023}), board.spill_kib({"spill_kib": 0})),

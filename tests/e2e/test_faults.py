@@ -35,7 +35,7 @@ from test_energy_promise import Messages
 from test_integrity import wait_until
 from wattlog.feeds import Registry
 from wattlog.phpfina import Feed
-from wattnode import spill, wire
+from wattnode import spill, spillboot, wire
 from wattnode.keep import Keep
 
 pytestmark = pytest.mark.realtime
@@ -290,7 +290,7 @@ def spill_files(flash):
     """The plug's spill files, oldest first (lib/wattnode/spill.py's names)."""
     folder = flash / spill.SPILL_DIR
     names = os.listdir(folder) if folder.is_dir() else []
-    return [folder / ("%04x" % no) for no in spill.file_numbers(names)]
+    return [folder / ("%04x" % no) for no in spillboot.file_numbers(names)]
 
 
 class FileRTC:
@@ -400,7 +400,7 @@ def back(broker, collectors, data, node, first, lost=(), plug=None):
 
 def test_the_collector_down_for_a_week(broker, collectors, simnodes, tmp_path):
     """7 days of node time at 10 s without the collector (60,480 readings; the plug's spill
-    holds 7.5 days, its ring 8.5 h more): then every reading is stored, none dropped. The
+    holds 7.0 days, its ring 5.7 h more): then every reading is stored, none dropped. The
     plug starts 7 days and 4 h ago, so the outage cannot outrun its spill while the collector
     comes back."""
     began = time.monotonic()

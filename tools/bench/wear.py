@@ -25,7 +25,7 @@ import json
 import os
 import sys
 
-from wattnode import board
+from wattnode import board, spillboot
 from wattnode.energy import EnergyStore
 from wattnode.keep import Keep
 from wattnode.ring import Ring
@@ -81,7 +81,7 @@ class Plug:
         self.ring = Ring(board.ring_kib(b) * 1024 // 16)
         self.spill = Spill(keep, board.spill_kib(b) // 4, "/flash/spill", print)
         self.ring.behind = self.spill
-        self.spill.boot(self.ring, 10)
+        spillboot.boot(self.spill, self.ring, 10)
         self.slot = 0
 
     def run(self, slots, ack_every=0):
@@ -134,7 +134,7 @@ def main():
     for month in range(months):
         b0, e0 = flash.counts()
         plug.run(OUTAGE_DAYS * SLOTS_PER_DAY)
-        held = plug.spill.status(plug.ring)
+        held, size, _ = plug.spill.held(plug.ring)
         plug.replay()
         b1, e1 = flash.counts()
         outage[0] += 1
@@ -145,12 +145,12 @@ def main():
         normal[0] += MONTH_DAYS - OUTAGE_DAYS
         normal[1] += b2 - b1
         normal[2] += e2 - e1
-        print("month %2d: outage of %d days: %d readings on the flash in %d files, %d segment "
-              "writes, %d dropped; %d KiB programmed, %d blocks erased; then %d days normal: "
-              "%d bytes, %d erases" % (month + 1, OUTAGE_DAYS, held["spill_readings"],
-                                       held["spill_files"], held["spill_writes"],
-                                       plug.ring.dropped, (b1 - b0) // 1024, e1 - e0,
-                                       MONTH_DAYS - OUTAGE_DAYS, b2 - b1, e2 - e1))
+        print("month %2d: outage of %d days: %d readings on the flash in %d KiB of files, %d "
+              "segments written in all, %d dropped; %d KiB programmed, %d blocks erased; then "
+              "%d days normal: %d bytes, %d erases" % (
+                  month + 1, OUTAGE_DAYS, held, size // 1024, plug.spill.writes,
+                  plug.ring.dropped, (b1 - b0) // 1024, e1 - e0, MONTH_DAYS - OUTAGE_DAYS,
+                  b2 - b1, e2 - e1))
     worn = [flash.erases[i] - base[i] for i in range(flash.blocks)]
     days = months * MONTH_DAYS
     most = max(worn)
