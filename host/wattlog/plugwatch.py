@@ -22,6 +22,7 @@ from wattlog.firmware import parse_status, sw_version
 
 STATE_KEYS = ("time", "power", "voltage", "current", "energy", "relay", "rssi")
 LOG_LINES = 20
+LOG_CHARS = 2000  # of a log line kept: a plug's status line is about 1.2 KB
 _FAULTS = re.compile(r"\S+ meter: (.*)")
 # what a plug's "info" answer (its Node.status(), lib/wattnode/node.py) says that health shows
 INFO_KEYS = ("boot", "uptime_s", "meter_faults", "capacity", "produced", "unacked", "unsent",
@@ -117,7 +118,7 @@ class PlugWatch:
                 self._plug(node)["firmware"] = version
 
     def _log(self, node, payload):
-        text = payload.decode("utf-8", "replace")[:1000]
+        text = payload.decode("utf-8", "replace")[:LOG_CHARS]
         fields = {}
         m = _FAULTS.match(text)
         if text.startswith(("info ", "status ")):  # an answer; what a plug says as it connects

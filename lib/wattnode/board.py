@@ -16,10 +16,11 @@
   ring_kib   RAM for the ring of readings (16 bytes each; 32 KiB is 5.7 h at 10 s: outages
              longer than that go to the spill, which takes the heap a bigger ring would)
   spill_kib  flash for the spill (spill.py): readings the ring must make room for while the
-             collector does not acknowledge them, in 4 KiB files of 252 (960 KiB: 7.0 days
+             collector does not acknowledge them, in 4 KiB files of 252 (1000 KiB: 7.3 days
              at 10 s); 0: none. The node takes less if the file system has less room.
-  holds_days what the ring and the spill hold together at the default 10 s, in days (the
-             board's promise; tests/device/test_board.py checks it against the two sizes)
+  holds_days what the plug holds at the default 10 s, in days: the spill's readings (the
+             ring's are on the flash too, but for the newest 126), or the ring's if it is the
+             larger (the board's promise; tests/device/test_board.py checks it)
 
 check() lists every problem in words and says whether the chip can be driven. A board that cannot meter (unknown chip, a chip pin
 missing or impossible) still boots: the node runs without a meter, so every slot is stored as
@@ -41,7 +42,7 @@ OUTPUTS = ("relay", "led", "sel", "tx")
 KEYS = ("name", "mcu", "hal", "chip", "verified", "source", "pins", "inverted", "pullup", "led",
         "baud", "meter", "ring_kib", "spill_kib", "holds_days", "notes")
 # (minimum, maximum, default) KiB; spill_kib in whole 4 KiB files
-SIZES = {"ring_kib": (4, 96, 32), "spill_kib": (0, 4096, 960)}
+SIZES = {"ring_kib": (4, 96, 32), "spill_kib": (0, 4096, 1000)}
 
 
 def check(board):

@@ -9,7 +9,7 @@ Contract (the ring calls it as ring.behind; ring.py's seq addressing)
   to flash as one segment. So nothing is written while the collector acknowledges within 126
   slots (21 min at 10 s; it acks every commit, 5 min by default), and a reset that keeps power
   loses nothing: what is not on flash is in RTC memory. A power cut loses at most the records
-  not on flash yet: fewer than SEGMENT_RECORDS slots (under 21 min at 10 s).
+  not on flash yet: SEGMENT_RECORDS slots (21 min at 10 s), while the flash takes writes.
 - appended() (per sample) copies one record to RTC memory and allocates nothing; a segment
   write (every 126 samples, in an outage only) and load() (sending from flash) allocate.
 - load(ring, seq, max_n) reads the segment holding seq into `buf` for the link: the batch is
@@ -63,7 +63,8 @@ SEGMENT_RECORDS = const(126)   # keep.CAPACITY: what RTC memory holds
 FILE_SEGMENTS = const(2)
 FILE_RECORDS = const(252)      # FILE_SEGMENTS * SEGMENT_RECORDS
 FILE_BYTES = const(4096)       # a littlefs block on an ESP32
-RESERVE_KIB = const(256)       # file system space the spill leaves free (an update's staging)
+RESERVE_KIB = const(224)       # file system space the spill leaves free: an update's staging
+                               # takes 220 KiB of littlefs blocks (tools/bench/wear)
 SEGMENT_BYTES = const(2032)    # SEGMENT_HEADER + SEGMENT_RECORDS * 16: the read buffer
 _MAGIC = const(0x4753)         # "SG"
 _HDR_FMT = "<HBBHHII"

@@ -25,7 +25,7 @@ import json
 import os
 import sys
 
-from wattnode import board, spillboot
+from wattnode import board, spill, spillboot
 from wattnode.energy import EnergyStore
 from wattnode.keep import Keep
 from wattnode.ring import Ring
@@ -38,6 +38,11 @@ OUTAGE_DAYS = 7
 MONTH_DAYS = 30
 ACK_EVERY = 30                # slots between acks in normal running (5 min commits)
 BOARD = "boards/shelly-plus-plug-s.json"
+# what else a plug keeps on its flash (name, bytes at most): config, board, energy checkpoint,
+# crash log and counter, update pointer, serial and result
+SMALL_FILES = (("config.json", 900), ("board.json", 1200), ("energy.json", 80),
+               ("crash.log", 4096), ("crashes", 2), ("ota/boot", 40), ("ota/serial", 12),
+               ("ota/result", 300))
 ENDURANCE = 100000
 BUILD = "build/device"
 
@@ -60,6 +65,15 @@ def copy_tree(src, dst):
                 f.write(data)
             n += len(data)
     return n
+
+
+def remove_tree(path):
+    if os.stat(path)[0] & 0x4000:
+        for name in os.listdir(path):
+            remove_tree(path + "/" + name)
+        os.rmdir(path)
+    else:
+        os.remove(path)
 
 
 def used_kib():
@@ -118,15 +132,24 @@ def main():
     flash.mount("/flash")
     node_bytes = copy_tree(BUILD, "/flash")
     node_kib = used_kib()
-    copy_tree(BUILD + "/lib", "/flash/ota")
-    os.rename("/flash/ota/wattnode", "/flash/ota/u00000001")
-    copy_tree(BUILD + "/lib", "/flash/ota")
-    os.rename("/flash/ota/wattnode", "/flash/ota/u00000002")
+    for uid in ("u00000001", "u00000002"):  # the running and the previous update
+        copy_tree(BUILD + "/lib", "/flash/ota")
+        os.rename("/flash/ota/wattnode", "/flash/ota/" + uid)
+    for name, size in SMALL_FILES:
+        with open("/flash/" + name, "wb") as f:
+            f.write(bytes(size))
     all_kib = used_kib()
+    copy_tree(BUILD + "/lib", "/flash/ota/stage")  # an update's staging, at its fullest
+    staging_kib = used_kib() - all_kib
     total_kib = flash.blocks * flash.block_size // 1024
-    print("file system: %d KiB littlefs; the node's files (%d bytes) take %d KiB, with two "
-          "update versions %d KiB; free %d KiB" % (total_kib, node_bytes, node_kib, all_kib,
-                                                   total_kib - all_kib))
+    with open(BOARD) as f:
+        spill_kib = board.spill_kib(json.load(f))
+    print("file system: %d KiB littlefs; the node's files (%d bytes) take %d KiB; with two update "
+          "versions and the plug's small files %d KiB; an update's staging %d KiB more; free "
+          "beside them all %d KiB (the board's spill: %d KiB; spill.RESERVE_KIB: %d)"
+          % (total_kib, node_bytes, node_kib, all_kib, staging_kib,
+             total_kib - all_kib - staging_kib, spill_kib, spill.RESERVE_KIB))
+    remove_tree("/flash/ota/stage")  # the update is done: the year runs beside the two versions
     base = list(flash.erases)
     plug = Plug()
     normal = [0, 0, 0]    # days, bytes, erases
