@@ -2,7 +2,7 @@
 
     tools/simnode --id ID --broker HOST:PORT [--node-config FILE] [--profile NAME]
                   [--interval S] [--speed X|max] [--start TIME] [--then-realtime] [--flash DIR]
-                  [--board NAME [--faults JSON]]
+                  [--board NAME [--faults JSON]] [--ring-kib K] [--spill-kib K]
 
 It writes into a flash folder (a temporary one unless --flash names one) the plug's
 config.json and board.json (boards/sim.json, or the --board named, its "hal" set to "sim"),
