@@ -1,6 +1,7 @@
 """spillboot.py - the flash spill at start-up: what the boot before left on the flash and in RTC
-memory becomes this boot's first readings. Loaded by the node once, before its first sample,
-and forgotten after (wattnode.forget): a plug's heap keeps only spill.py.
+memory becomes this boot's first readings. Loaded once, by spill.behind() at start-up (right
+after the ring, before the first sample), and forgotten after (wattnode.forget): a plug's heap
+keeps only spill.py.
 
 boot(sp, ring, interval_s)
 - reads every file of the spill's folder (spill.py's layout), oldest first (file_numbers:
