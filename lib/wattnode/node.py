@@ -26,7 +26,15 @@ repl.status(), start.py's crash text). Its keys (None where not known yet):
   power_w voltage_v current_a                 the newest slot's means (None: missing)
   energy_wh energy_from energy_settled flash_writes   the total and its checkpoints
   relay rssi_dbm                              "ON" / "OFF"; the Wi-Fi signal (None: unknown)
-  capacity produced unacked unsent never_sent dropped   the ring, in readings
+  capacity produced unacked unsent never_sent dropped   the ring, in readings (produced:
+                                              sampled this boot; unacked and unsent count
+                                              the flash and what was kept from before too)
+  kept spill_readings spill_bytes spill_oldest_slot spill_capacity spill_dropped spill_torn
+  spill_writes                                the flash spill (spill.py): readings kept from
+                                              before this boot; on the flash now, in bytes,
+                                              the oldest one's slot (unix s); how many it
+                                              holds; dropped when full; damaged; segments
+                                              written this boot
   link_up connects batches bytes_sent acks resends bad_acks last_error   the link
   commands bad_commands                       messages on cmd and relay/set; refused ones
   meter_faults heap_free                      {fault kind: count}; bytes
@@ -42,7 +50,7 @@ import sys
 import time
 from binascii import hexlify
 
-from wattnode import __version__, forget, meters, wire
+from wattnode import __version__, forget, meters, spill, wire
 from wattnode.calib import Calibration
 from wattnode.clock import TimeKeeper
 from wattnode.energy import EnergyStore
@@ -74,7 +82,10 @@ def make_meter(board, hw, cfg, meter_ok, problems):
 
 class Node:
     def __init__(self, cfg, board, hw, problems, meter_ok, ring, on_healthy=None,
-                 config_path="config.json"):
+                 config_path="config.json", spill_kib=0):
+        """ring: the RAM ring, with the spill behind it (start.py makes both first), or
+        without: then spill_kib is the flash the spill may take (0: none, RTC memory still
+        keeps what a reset would lose)."""
         self.hw = hw
         self.cfg = cfg
         self.config_path = config_path
@@ -83,14 +94,21 @@ class Node:
         self.board_name = board.get("name", "?")
         self.chip = board.get("chip", "?")
         self.ring = ring
+        self.problems = problems
         self._on_healthy = on_healthy
         self.meter = make_meter(board, hw, cfg, meter_ok, problems)
         self.fault_log = meters.FaultLog(self.meter, "%s meter" % board.get("chip", "?"))
         self.metering = not isinstance(self.meter, meters.NoMeter)
         self.controls = Controls(board, hw, cfg["relay_power_on"])
         self.keeper = TimeKeeper(hw, cfg["ntp_host"] or None)
-        self.energy = EnergyStore(hw.rtc, cfg["checkpoint_wh"], cfg["checkpoint_s"])
+        if ring.behind is None:  # start.py makes it first; a test may not
+            spill.behind(ring, hw.rtc, spill_kib, cfg["interval_s"], problems.append)
+        self.spill = ring.behind
+        self.spill.say = self._problem
+        self.energy = EnergyStore(hw.rtc, cfg["checkpoint_wh"], cfg["checkpoint_s"],
+                                  image=self.spill.keep.image)
         wh, rem = self.energy.load()
+        self.spill.paused = not self.energy.settled  # records on flash could not be raised
         self._max_power_w = board.get("meter", {}).get("max_power_w", 3680)
         self.sampler = Sampler(self.meter, self.ring, cfg["interval_s"], wh, rem)
         self.boot = int.from_bytes(hw.urandom(4), "little")
@@ -104,7 +122,6 @@ class Node:
         self.reboot_reason = None
         self._announced = 0  # link.connects when discovery was last sent
         self._boot_ticks = hw.clock.ticks_ms()
-        self.problems = problems
         self._state_ms = time.ticks_add(time.ticks_ms(), -_STATE_MIN_MS)
         self._first_slot = -1
         self._held = False
@@ -148,9 +165,14 @@ class Node:
             else:
                 self.problems.append(note)
 
+    def _problem(self, text):
+        """Said on the log topic once the link is up (the spill's news: spill.py)."""
+        self.problems.append(text)
+
     def settle(self):
         """The total's resume value is decided (energy.py): raise what was counted since boot
         to it, and let state and readings go."""
+        self.spill.paused = False
         add = self.energy.settle(self.sampler.energy_wh, self.sampler.rem_dj)
         if add:
             self.sampler.raise_total(add)
@@ -504,7 +526,9 @@ class Node:
         now = self.keeper.now()
         power_w, voltage_v, current_a, _ = wire.units(s.power_dw, s.voltage_cv, s.current_ma,
                                                       wire.ENERGY_MISSING)
-        return {
+        sp = self.spill
+        on_flash, flash_bytes, oldest = sp.held(ring)
+        return {  # one literal: its table is allocated once, at its size (a tight heap)
             "node": self.node_id, "board": self.board_name, "chip": self.chip,
             "boot": self.boot, "interval_s": s.interval_s, "uptime_s": self.uptime_s(),
             "time": _unix(now), "time_from": self.keeper.source,
@@ -513,9 +537,9 @@ class Node:
             "energy_wh": s.energy_wh, "energy_from": energy.source,
             "energy_settled": energy.settled, "flash_writes": energy.writes,
             "relay": "ON" if self.controls.on else "OFF", "rssi_dbm": self.hw.rssi_dbm(),
-            "capacity": ring.capacity, "produced": ring.next, "unacked": ring.count(),
-            "unsent": ring.unsent(), "never_sent": ring.next - link.sent_top,
-            "dropped": ring.dropped,
+            "capacity": ring.capacity, "produced": ring.next - ring.base,
+            "unacked": ring.count(), "unsent": ring.unsent(),
+            "never_sent": ring.next - link.sent_top, "dropped": ring.dropped,
             "link_up": link.up, "connects": link.connects, "batches": link.batches,
             "bytes_sent": link.bytes_sent, "acks": link.acks, "resends": link.resends,
             "bad_acks": link.bad_acks, "last_error": link.last_error,
@@ -524,6 +548,9 @@ class Node:
             "broadlink": self.cfg["broadlink"],
             "broadlink_counts": self.broadlink.counts() if self.broadlink else None,
             "version": __version__,
+            "kept": sp.kept, "spill_readings": on_flash, "spill_bytes": flash_bytes,
+            "spill_oldest_slot": _unix(oldest), "spill_capacity": sp.capacity(),
+            "spill_dropped": sp.dropped, "spill_torn": sp.torn, "spill_writes": sp.writes,
         }
 
 

@@ -61,8 +61,9 @@ Free flash: the manifest's total plus FLASH_MARGIN must be free before a byte is
 
 Trial: after the switch the plug reboots (draining what it holds first, node.reboot()) into the
 new version "on trial". It is confirmed (the pointer says ok) once the link is up, a slot has
-been sampled and the collector has acknowledged a reading of this boot (ring.first > 0), all
-within trial_s; otherwise it rolls back to the previous version. boot.py rolls back a version
+been sampled and the collector has acknowledged a reading this boot sampled (ring.first >
+ring.base: not only readings kept from before the reboot, spill.py), all within trial_s;
+otherwise it rolls back to the previous version. boot.py rolls back a version
 on trial that crashed (the crash counter start.py keeps) or failed to start (ota/failed), or
 that has booted MAX_TRIAL_BOOTS times without being confirmed. The previous version is kept.
 """

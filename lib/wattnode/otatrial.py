@@ -44,7 +44,7 @@ class Trial:
 
     def _check_trial(self):
         node = self.node
-        if self.link.up and node.sampler.last_slot >= 0 and node.ring.first > 0:
+        if self.link.up and node.sampler.last_slot >= 0 and node.ring.first > node.ring.base:
             cur, prev = self.trial[0], self.trial[1]
             write_pointer(cur, prev, "ok")
             self.trial = None
@@ -54,7 +54,7 @@ class Trial:
         elif time.ticks_diff(node.hw.clock.ticks_ms(), self.trial_end) >= 0:
             self.rollback("not confirmed within %d s (link up: %s, sampled: %s, acked: %s)"
                           % (self.trial[4], self.link.up, node.sampler.last_slot >= 0,
-                             node.ring.first > 0))
+                             node.ring.first > node.ring.base))
 
     def check_deadline(self):
         """While the link is down the trial's clock still runs (from the node's loop)."""

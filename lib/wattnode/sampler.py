@@ -20,8 +20,9 @@ its slots from where it really lies on the wall clock: [now - length, now]. So
   - a clock stepped forward yields one record in the new time, not a run of invented slots;
   - no record is ever stamped at or before the last one: after a step back, the window grows
     until the wall clock passes the last slot again (nothing is lost, nothing duplicated).
-raise_total() adds to the counter, and to the records still in the ring, when the total turns
-out to resume higher (energy.py: settled after a power cut, before any record was sent).
+raise_total() adds to the counter, and to this boot's records in the ring, when the total turns
+out to resume higher (energy.py: settled after a power cut, before any record was sent; the
+spill writes none of them to flash before: spill.py).
 Integers only, nothing allocated per sample.
 """
 
@@ -112,11 +113,12 @@ class Sampler:
         return (last_start - first) // iv + 1
 
     def raise_total(self, add_wh):
-        """Add add_wh to the counter and to every record the ring holds (the node sends none
-        before its total is settled: energy.py). Once per boot at most; it allocates."""
+        """Add add_wh to the counter and to every record of this boot the ring holds (the node
+        sends none before its total is settled: energy.py; records kept from before this boot
+        keep theirs). Once per boot at most; it allocates."""
         self.energy_wh += add_wh
         ring = self.ring
-        for seq in range(ring.first, ring.next):
+        for seq in range(ring.low if ring.low > ring.base else ring.base, ring.next):
             off = ring.offset(seq)
             t_s, power_dw, energy_wh, voltage_cv, current_ma = \
                 struct.unpack_from(wire.RECORD_FMT, ring.buf, off)

@@ -48,6 +48,7 @@ from wattnode import wire
 from wattsim.clock import SimClock
 
 RESET_EXIT = 3  # the process's exit status for "reset me" (tools/simnode, tools/fakeboard)
+RTC_BYTES = 2048  # machine.RTC().memory() on an ESP32 (MICROPY_HW_RTC_USER_MEM_MAX)
 SETTINGS_FILE = "sim.json"
 CLOCK_FILE = ".sim-clock"  # true unix seconds reached when the plug last reset
 DEFAULT_MAC = "020000000001"
@@ -87,7 +88,8 @@ class SimPixel:
 
 
 class SimRTCMemory:
-    """machine.RTC().memory(): kept in a file, so it survives the node process restarting.
+    """machine.RTC().memory(): kept in a file, so it survives the node process restarting;
+    at most RTC_BYTES, as on an ESP32 (a longer buffer: ValueError, as there).
     The node writes it after every slot: the file stays open and each write replaces its
     bytes in place, with no flush (which syncs the disk: a free-running plug would spend half
     its time there); the kernel has them at once, so a killed process loses nothing."""
@@ -105,6 +107,8 @@ class SimRTCMemory:
             return b""
 
     def write(self, data):
+        if len(data) > RTC_BYTES:
+            raise ValueError("buffer too long")
         if self._f is None or len(data) != self._n:  # first, or a size that truncates
             if self._f is not None:
                 self._f.close()
@@ -112,6 +116,21 @@ class SimRTCMemory:
             self._n = len(data)
         self._f.seek(0)
         self._f.write(data)
+
+
+class MemoryRTC:
+    """machine.RTC().memory() in RAM, for benches and tests that need no reset to outlive."""
+
+    def __init__(self):
+        self.data = b""
+
+    def read(self):
+        return self.data
+
+    def write(self, data):
+        if len(data) > RTC_BYTES:
+            raise ValueError("buffer too long")
+        self.data = bytes(data)
 
 
 class SimWatchdog:

@@ -83,8 +83,8 @@ def test_nodes_shows_the_version_and_the_last_update(data, capsys):
     assert lines[1].startswith("plug-1") and " 0.1.0 " in lines[1]
     assert lines[1].endswith("rolled back from 0.3.0: it failed to start: "
                              "ImportError('v3 is broken on purpose')")
-    assert lines[2].split() == ["plug-2", "-", "-", "0", "-", "0", "0", "0", "0.2.0", "0.2.0",
-                                "confirmed"]
+    assert lines[2].split() == ["plug-2", "-", "-", "0", "-", "0", "0", "0", "-", "0.2.0",
+                                "0.2.0", "confirmed"]  # "-": on flash, no collector to ask
     cli.main(["nodes", "--data", data, "--json"])
     found = json.loads(capsys.readouterr().out)
     assert found[0]["version"] == "0.1.0" and found[0]["update"]["state"] == "rolled back"

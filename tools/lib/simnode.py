@@ -2,7 +2,7 @@
 
     tools/simnode --id ID --broker HOST:PORT [--node-config FILE] [--profile NAME]
                   [--interval S] [--speed X|max] [--start TIME] [--then-realtime] [--flash DIR]
-                  [--board NAME [--faults JSON]]
+                  [--board NAME [--faults JSON]] [--ring-kib K] [--spill-kib K]
 
 It writes into a flash folder (a temporary one unless --flash names one) the plug's
 config.json and board.json (boards/sim.json, or the --board named, its "hal" set to "sim"),
@@ -161,6 +161,8 @@ def parser():
                    help="after catching up with real time, carry on in real time")
     p.add_argument("--batch-max", type=int, help="records per batch")
     p.add_argument("--ring-kib", type=int, help="ring size in KiB (default: the board's)")
+    p.add_argument("--spill-kib", type=int,
+                   help="flash for the spill in KiB, a multiple of 4 (default: the board's)")
     p.add_argument("--flash", help="folder to use as the node's flash (default: a temporary one)")
     p.add_argument("--heap-kib", type=int, help="limit the MicroPython heap (micropython -X heapsize)")
     p.add_argument("--ntp-after", type=int, metavar="S",
@@ -239,6 +241,8 @@ def write_flash(flash, args):
     board["hal"] = "sim"  # any board runs on the simulator: pins, UART and chip simulated
     if args.ring_kib:
         board["ring_kib"] = args.ring_kib
+    if args.spill_kib is not None:
+        board["spill_kib"] = args.spill_kib
     with open(os.path.join(flash, "board.json"), "w") as f:
         json.dump(board, f, indent=1)
 

@@ -45,11 +45,16 @@ def cmd_feeds(args):
 
 def cmd_nodes(args):
     """Per node, from the store: what is on disk and acknowledged, and what was lost; from
-    firmware.json: the version it runs and its last over-the-air update's result."""
+    firmware.json: the version it runs and its last over-the-air update's result; from the
+    running collector's /api/plugs, when it serves HTTP: what each plug holds on its flash
+    (its spill, as it said when it last connected)."""
     from wattlog.fleet import firmware
     s = command_settings(args, ("store_password_file",))
     data = s.store or s.data_dir
     stored = reader(s).nodes()
+    plugs = ask_collector(s, s.data_dir, "/api/plugs", [],
+                          "what the plugs hold on their flash is not shown")
+    spills = {p.get("node"): p.get("spill") for p in (plugs or {}).get("plugs", [])}
     try:
         versions = firmware.read(s.data_dir) if os.path.isdir(s.data_dir) else {}
     except ValueError as e:
@@ -62,7 +67,8 @@ def cmd_nodes(args):
         fw = versions.get(node) or {"firmware": None, "update": None}
         found.append(dict({k: st[k] for k in ("last_seen", "boot", "boots", "acked_seq", "gaps",
                                               "lost", "ring_drops")},
-                          node=node, version=fw["firmware"], update=fw["update"]))
+                          node=node, version=fw["firmware"], update=fw["update"],
+                          spill=spills.get(node)))
     if args.json:  # the table's columns, for programs: unix seconds, whole numbers
         print(json.dumps(found))
         return
@@ -70,13 +76,16 @@ def cmd_nodes(args):
         print("no node has been acknowledged yet in %s" % data)
         return
     rows = [("node", "last seen", "boot", "boots", "acked seq", "gaps", "lost readings",
-             "ring drops", "version", "update")]
+             "ring drops", "on flash", "version", "update")]
     for n in found:
+        sp = n["spill"]
         rows.append((n["node"], iso(n["last_seen"]) if n["last_seen"] else "-",
                      "-" if n["boot"] is None else "%08x" % n["boot"], str(n["boots"]),
                      "-" if n["acked_seq"] is None else str(n["acked_seq"]), str(n["gaps"]),
-                     str(n["lost"]), str(n["ring_drops"]), n["version"] or "-",
-                     firmware.describe(n["update"])))
+                     str(n["lost"]), str(n["ring_drops"]),
+                     "-" if sp is None else "%d" % sp["readings"] if not sp["oldest_slot"] else
+                     "%d since %s" % (sp["readings"], iso(sp["oldest_slot"])),
+                     n["version"] or "-", firmware.describe(n["update"])))
     print_table(rows)
 
 
@@ -186,7 +195,8 @@ def cmd_runs(args):
         raise CliError("no runs of a plug %r in %s; `wattlog runs` lists the plugs, and "
                        "`wattlog rebuild` finds them in the readings" % (args.plug, data))
     answer = ask_collector(s, data, "/api/runs", [(k, v) for k, v in (
-        ("plug", args.plug), ("since", since), ("until", until)) if v is not None])
+        ("plug", args.plug), ("since", since), ("until", until)) if v is not None],
+        "the run going on is not shown")
     if answer is None:
         answer = report(saved, reader(s), s.timezone, since, until, node=args.plug)
     if args.json:
@@ -316,10 +326,11 @@ def collector_energy(s, data, by, start, end):
         (k, v) for k, v in (("start", start), ("end", end)) if v])
 
 
-def ask_collector(s, data, path, query):
+def ask_collector(s, data, path, query,
+                  without="the readings it has not committed yet are not counted"):
     """The running collector's answer to GET path?query, or None when no collector writes
     `data` (then the files hold everything). A collector that runs but does not answer is
-    said in a note: the figures then lack what it has not committed."""
+    said in a note, with what the answer lacks `without` it."""
     import urllib.error
     import urllib.parse
     import urllib.request
@@ -341,10 +352,8 @@ def ask_collector(s, data, path, query):
             return json.load(answer)
     except (OSError, ValueError) as e:
         if not s.store:  # one runs (it holds the files' lock): its pending readings are missed
-            print("note: the collector writing %s did not answer at %s (%s): the readings it "
-                  "has not committed yet are not counted" % (data, s.http_listen,
-                                                             getattr(e, "reason", e)),
-                  file=sys.stderr)
+            print("note: the collector writing %s did not answer at %s (%s): %s"
+                  % (data, s.http_listen, getattr(e, "reason", e), without), file=sys.stderr)
         return None
 
 

@@ -21,6 +21,7 @@ from aiohttp import web
 
 from wattlog.fleet.provision import OPERATOR
 from wattlog.mqtt import client_for, parse_broker
+from wattlog.serve import plugwatch
 from wattlog.serve.params import ApiError, json_body, node_id, shown
 
 ACTION_TIMEOUT_S = 10.0
@@ -43,7 +44,7 @@ def plug_health(node, stored, seen):
     out = {"node": node, "online": None, "status": None, "last_seen": None, "boot": None,
            "boots": None, "acked_seq": None, "gaps": None, "lost": None, "ring_drops": None,
            "meter_faults": None, "firmware": None, "update": None, "state": None,
-           "broadlink": None}
+           "broadlink": None, "spill": None}
     if stored is not None:
         out.update({k: stored[k] for k in ("last_seen", "boots", "acked_seq", "gaps", "lost",
                                            "ring_drops")},
@@ -51,6 +52,7 @@ def plug_health(node, stored, seen):
     if seen is not None:
         info = seen["info"] or {}
         out.update(broadlink=info.get("broadlink"),  # the SP3S protocol's mode, if asked
+                   spill=plugwatch.spill(info),  # what it holds on its flash
                    status=seen["status"], online=seen["status"] == "online",
                    firmware=seen["firmware"], update=seen["update"],
                    state=seen["state"],
