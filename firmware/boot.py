@@ -113,6 +113,7 @@ try:
     _ota_choose()
 except Exception as e:  # a damaged pointer must still leave the REPL reachable
     print("boot.py: choosing the version:", repr(e))
+del _ota_choose, _watchdog_reset, _crashes  # main.py shares this namespace: let them go
 
 try:
     from wattnode import safe

@@ -32,7 +32,7 @@ The plug's side, the topics and the manifest are described in lib/wattnode/ota.p
 - its own broker identity: the broker ties each client id to its user name
   (use_username_as_clientid, provision.py), so two clients of one user take each other's
   place; `wattlog plug` and the HTTP API's switching log in as wattlog-operator, and each
-  `wattlog ota` as one of the update tool's logins, wattlog-operator-ota1..4 (provision.py
+  `wattlog ota` as one of the update tool's logins, wattlog-operator-ota1..8 (provision.py
   makes them with the operator's password), the first no other `wattlog ota` holds (a lock
   file in the provision directory, held while it runs). So an operator's login beside an
   update, and a second update of other plugs, do not cut it off. A broker provisioned before

@@ -61,7 +61,7 @@ user in credentials.json but the three programs' is a node):
                       and wattlog/+/cmd; `wattlog ota`: write wattlog/+/ota/manifest and
                       ota/chunk, read wattlog/+/ota/req and ota/status (kept for a `wattlog
                       ota` whose broker lacks the logins below)
-  wattlog-operator-ota1 .. -ota4   `wattlog ota` (host/wattlog/ota.py takes the first free
+  wattlog-operator-ota1 .. -ota8   `wattlog ota` (host/wattlog/ota.py takes the first free
                       one): read wattlog/+/status, ota/req and ota/status; write
                       wattlog/+/ota/manifest and ota/chunk
   homeassistant       read wattlog/+/status and state; write wattlog/+/relay/set; readwrite
@@ -89,7 +89,7 @@ COLLECTOR = "wattlog-collector"
 OPERATOR = "wattlog-operator"
 HOMEASSISTANT = "homeassistant"
 CLIENTS = (COLLECTOR, OPERATOR, HOMEASSISTANT)
-OTA_USERS = tuple("%s-ota%d" % (OPERATOR, i) for i in range(1, 5))  # `wattlog ota`'s logins
+OTA_USERS = tuple("%s-ota%d" % (OPERATOR, i) for i in range(1, 9))  # `wattlog ota`'s logins
 NOT_NODES = CLIENTS + OTA_USERS  # every user in credentials.json but these is a node
 BROKER_GROUP = "mosquitto"
 TOKEN_FILE = "http.token"

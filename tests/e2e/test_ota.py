@@ -39,7 +39,7 @@ def ota_command(broker, build, *nodes, extra=()):
     """The command line of `wattlog ota` as the operator (its password from a file)."""
     return [sys.executable, "-m", "wattlog.cli", "ota", *nodes, "--dir", broker.auth, "--build",
             str(build), "--broker", "mqtt://%s@127.0.0.1:%d" % (OPERATOR, broker.port),
-            "--password-file", broker.password_file(OPERATOR), "--trial", "60", *extra]
+            "--password-file", broker.password_file(OPERATOR), "--trial", "30", *extra]
 
 
 def ota(broker, build, *nodes, check=True, extra=()):
@@ -141,7 +141,8 @@ def test_an_update_is_verified_switched_tried_and_confirmed(broker, collectors, 
     assert st["version"] == "0.2.0-test"
     with open(os.path.join(flash, "ota", "boot")) as f:
         cur, prev, state = f.read().split()[:3]
-    assert state == "ok" and prev == "-" and os.path.isdir(os.path.join(flash, "ota", cur))
+    # confirmed: in its grace period (boot.py would send a crash loop back to the old one)
+    assert state == "grace" and prev == "-" and os.path.isdir(os.path.join(flash, "ota", cur))
     line = nodes_row(data, "ota-1", lambda r: r["version"] == "0.2.0-test"
                      and (r["update"] or {}).get("state") == "confirmed")
     assert line.endswith(" 0.2.0-test  0.2.0-test confirmed"), line
@@ -312,56 +313,68 @@ def test_a_fleet_stops_at_the_first_plug_that_fails(broker, collectors, simnodes
 
 
 KILLS = 10  # the issue asks for at least 10
+AT_ONCE = 5  # plugs updated side by side: each update now runs its whole trial
 TIGHT_HEAP_KIB = int(os.environ.get("OTA_HEAP_KIB", 200))
 
 
 def test_a_plug_killed_at_random_moments_of_an_update_always_boots_a_working_version(
         broker, collectors, simnodes, tmp_path, builds):
-    """The firmware is killed (SIGKILL: a power cut) KILLS times at random moments while
-    `wattlog ota` runs (during the transfer, the switch, the reboot and the trial) and started
-    again on the same flash: every time it boots a version that answers (the old or the new
-    one, never neither), and the update either resumes from the flash or is refused as a
-    whole, and the tool hears how it ended; in the end one more update confirms v2. The
-    moments and outcomes are printed (build/test-results/ota-kills.txt)."""
+    """The firmware is killed (SIGKILL: a power cut) at a random moment while `wattlog ota`
+    runs, KILLS times, each on a plug of its own (AT_ONCE side by side: a confirmation takes
+    the whole trial): half at a random moment from the tool's start (mostly the transfer),
+    half at a random moment from the plug's "switching" (the switch, the reboot and the
+    trial), and started again on the same flash: every time it boots a version that answers
+    (the old or the new one, never neither), and the update either resumes from the flash or
+    is refused as a whole, and the tool hears how it ended; in the end one more update of
+    them all confirms v2. The moments and outcomes are printed
+    (build/test-results/ota-kills.txt)."""
     import random
-    data = tmp_path / "data"
-    c = collectors(broker.url, data, commit_interval=1)
+    from concurrent.futures import ThreadPoolExecutor
+    c = collectors(broker.url, tmp_path / "data", commit_interval=1)
     c.wait_for("listening on")
-    flash = str(tmp_path / "flash")
     rng = random.Random(14)
-    outcomes = []
-    for i in range(KILLS):
-        node = live_plug(simnodes, broker, "ota-k", flash)
-        info(broker, node, "ota-k")
-        tool = subprocess.Popen(ota_command(broker, builds["v2"] if i % 2 == 0 else builds["v1"],
-                                            "ota-k"),
+    moments = [("start", rng.uniform(0.2, 6.0)) if i % 2 == 0 else ("switching", rng.uniform(0.0, 30.0))
+               for i in range(KILLS)]
+    outcomes = [None] * KILLS
+
+    def one(i):
+        name, flash = "ota-k%d" % i, str(tmp_path / ("k%d" % i))
+        node = live_plug(simnodes, broker, name, flash)
+        info(broker, node, name)
+        since, delay_s = moments[i]
+        watch = Listener(broker, "wattlog/%s/ota/status" % name)
+        tool = subprocess.Popen(ota_command(broker, builds["v2"], name),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        delay_s = rng.uniform(0.2, 6.0)
+        try:
+            if since == "switching":
+                watch.wait("wattlog/%s/ota/status" % name,
+                           lambda p: json.loads(p)["state"] == "switching", timeout_s=120)
+        finally:
+            watch.close()
         time.sleep(delay_s)  # the random moment itself, not a wait for a condition
         cuts = power_cut(node)
         # powered again, its clock at the present (a plug's RTC is lost: NTP gives the time),
         # not a minute back as a new simulated run starts: it would replay stored slots
-        node = live_plug(simnodes, broker, "ota-k", flash, "--start", aligned_past(0))
-        version = info(broker, node, "ota-k")["version"]
-        out = tool.communicate(timeout=400)[0]
-        row = [l for l in out.splitlines() if l.startswith("ota-k")]
-        outcomes.append((round(delay_s, 1), version, " ".join(row[0].split()[4:]) if row
-                         else out) + (("cut again as it rebooted",) if cuts > 1 else ()))
-        assert version in ("0.1.0", "0.2.0-test"), outcomes
+        node = live_plug(simnodes, broker, name, flash, "--start", aligned_past(0))
+        version = info(broker, node, name)["version"]
+        out, err = tool.communicate(timeout=400)
+        row = [line for line in out.splitlines() if line.startswith(name)]
+        outcomes[i] = (since, round(delay_s, 1), version, " ".join(row[0].split()[4:]) if row
+                       else out + err) + (("cut again as it rebooted",) if cuts > 1 else ())
+        assert version in ("0.1.0", "0.2.0-test"), outcomes[i]
         # the update carried on after the power cut to an outcome the plug reported
-        assert any(w in outcomes[-1][2] for w in ("confirmed", "rolled back", "refused")), outcomes
-        assert info(broker, node, "ota-k")["version"] in ("0.1.0", "0.2.0-test")
-        node.stop()
+        assert any(w in outcomes[i][3] for w in ("confirmed", "rolled back", "refused")), \
+            outcomes[i]
+        assert info(broker, node, name)["version"] in ("0.1.0", "0.2.0-test")
+    with ThreadPoolExecutor(AT_ONCE) as pool:
+        list(pool.map(one, range(KILLS)))  # re-raises the first failure
     out_dir = REPO / "build" / "test-results"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "ota-kills.txt").write_text(
-        "kill moment s, version booted after, the tool's outcome (result, bytes, s, heap)\n"
-        + "".join("%s\n" % (o,) for o in outcomes))
-    node = live_plug(simnodes, broker, "ota-k", flash)
-    info(broker, node, "ota-k")
-    _, out, _ = ota(broker, builds["v2"] if "0.1.0" == info(broker, node, "ota-k")["version"]
-                    else builds["v1"], "ota-k")
-    assert "confirmed" in out
+        "kill moment s (from the tool's start or the plug's switching), version booted after, "
+        "the tool's outcome (result, bytes, s, heap)\n" + "".join("%s\n" % (o,) for o in outcomes))
+    _, out, _ = ota(broker, builds["v2"], "--all", extra=("--parallel", str(KILLS)))
+    assert out.count("confirmed") == KILLS, out
 
 
 def test_a_plug_away_when_the_update_goes_out_gets_it_once_it_is_back(

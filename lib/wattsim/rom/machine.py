@@ -11,13 +11,13 @@ PWRON_RESET. It imports nothing of wattnode or wattsim: boot.py reads it before 
 it chooses is on sys.path.
 """
 
-import sys
+import sys as _sys
 
-_path = sys.path
-sys.path = []
+_path = _sys.path
+_sys.path = []
 from machine import *  # noqa: E402,F403  (the built-in module: nothing else is on the path)
-sys.path = _path
-del _path, sys
+_sys.path = _path
+del _path
 
 PWRON_RESET = 1
 HARD_RESET = 2
@@ -33,3 +33,9 @@ def reset_cause():
             return int(f.read())
     except (OSError, ValueError):
         return PWRON_RESET
+
+
+# Not kept in sys.modules: boot.py reads the cause once and lets the module go, as the plug's
+# built-in machine costs no heap (the tight-heap tests run the simulator in a plug's heap).
+_sys.modules.pop(__name__, None)
+del _sys
