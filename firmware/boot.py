@@ -41,7 +41,7 @@ if hasattr(micropython, "alloc_emergency_exception_buf"):
 
 def _watchdog_reset():
     """True when the watchdog reset the plug (its loop stopped feeding it); False on a port
-    that cannot say (the unix port's machine has no reset_cause: tools/simnode adds it)."""
+    whose machine module cannot say (the unix port's has no reset_cause)."""
     try:
         import machine
         return machine.reset_cause() == machine.WDT_RESET
