@@ -154,8 +154,9 @@ class Trial:
             pass
         reason = r.get("reason") or ""
         if lost is not None:
-            reason += ("; %d slots between %d and %d (unix s) were neither stored nor kept"
-                       % (lost, stored, first)) if lost else "; no slot lost"
+            reason += ("; %d slot%s between %d and %d (unix s) neither stored nor kept"
+                       % (lost, "" if lost == 1 else "s", stored, first)) if lost \
+                else "; no slot lost"
         self.link.log("ota: update %s %s (version %s)%s; running version %s"
                       % (r.get("id"), r.get("state"), version, ": " + reason if reason else "",
                          running()))

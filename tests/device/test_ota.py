@@ -318,7 +318,8 @@ class TestOta(unittest.TestCase):
         self.assertIn(b"9.9.9", sent)
         self.assertFalse(b"u0a0b0c0d" in sent)
         self.assertIn(b'"lost": 6', sent)
-        self.assertIn(b"6 slots between %d and %d" % (first - 70, first), sent)
+        self.assertIn(b"6 slots between %d and %d (unix s) neither stored nor kept"
+                      % (first - 70, first), sent)
         self.assertFalse(otaflash.exists("ota/result"))
 
     def test_a_rollback_is_reported_without_a_count_when_the_collector_does_not_answer(self):

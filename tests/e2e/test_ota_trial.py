@@ -91,7 +91,8 @@ def test_a_version_that_fails_in_its_trial_goes_back_and_every_slot_is_stored_or
     row = rows["ota-t"]
     assert row["update"]["state"] == "rolled back" and row["version"] == "0.1.0", row
     reported = row["update"]["lost"]
-    assert ("%d slots between" % missing if missing else "no slot lost") in said, said
+    assert ("%d slot%s between" % (missing, "" if missing == 1 else "s") if missing
+            else "no slot lost") in said, said
     assert reported == missing and row["lost"] == missing, (row, values)
     assert all(v in ("", "500") for v in values), values
     if kind == "wrong topic":  # the trial's readings: PUBACKed by the broker, never acked
