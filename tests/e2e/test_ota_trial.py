@@ -110,9 +110,10 @@ def test_a_version_that_fails_in_its_trial_goes_back_and_every_slot_is_stored_or
 def test_updates_side_by_side_with_operator_logins_beside_them(broker, collectors, simnodes,
                                                               tmp_path, failing):
     """Two `wattlog ota` of two plugs at once, and `wattlog plug status` logging in as the
-    operator again and again meanwhile: both updates are confirmed. (The broker ties a client
-    id to its user: every operator program was wattlog-operator, so each login took the
-    update tool's place, and the tool, subscribed once, heard nothing after it.)"""
+    operator again and again meanwhile: both updates are confirmed, and no login took
+    another's place. (The broker ties a client id to its user: every operator program was
+    wattlog-operator, so each login took the update tool's place, and the tool, subscribed
+    once, heard nothing after it.)"""
     c = collectors(broker.url, tmp_path / "data", commit_interval=1)
     c.wait_for("listening on")
     nodes = {}
@@ -140,6 +141,9 @@ def test_updates_side_by_side_with_operator_logins_beside_them(broker, collector
     for (out, err), t in zip(outs, tools):
         assert t.returncode == 0 and "confirmed" in out, out + err
     assert logins >= 10
+    with open(broker.log) as f:  # no client took another's place (mosquitto says so)
+        taken = [line for line in f if "already connected" in line]
+    assert not taken, taken[:3]
 
 
 def test_a_fleet_does_not_wait_for_an_offline_plug(broker, collectors, simnodes, tmp_path,
