@@ -15,6 +15,7 @@ defaults (a 120 s trial, the 60 s watchdog, the collector's 300 s commits).
 
 import json
 import subprocess
+import sys
 import time
 
 import pytest
@@ -150,3 +151,41 @@ def test_updates_side_by_side_with_operator_logins_beside_them(broker, collector
     with open(broker.log) as f:  # no client took another's place (mosquitto says so)
         taken = [line for line in f if "already connected" in line]
     assert not taken, taken[:3]
+
+
+def test_on_a_broker_without_its_logins_the_tool_says_so_and_survives_takeovers(
+        broker, collectors, simnodes, tmp_path, failing):
+    """A broker provisioned before the update tool had logins of its own refuses them: the tool
+    says so, logs in as wattlog-operator, and `wattlog plug status` logging in as the operator
+    beside it takes its place now and then; it reconnects, subscribes again (a plug asks again
+    for what it missed, and its retained ota/status comes back with the subscription), and
+    the update is confirmed. (It subscribed once: after a takeover it heard nothing, and the
+    update failed with "the plug stopped asking for chunks".)"""
+    import shutil
+    from wattlog.provision import OTA_USERS
+    c = collectors(broker.url, tmp_path / "data", commit_interval=1)
+    c.wait_for("listening on")
+    node = live_plug(simnodes, broker, "old-broker", str(tmp_path / "flash"))
+    info(broker, node, "old-broker")
+    for user in OTA_USERS:  # as an older `wattlog provision` left it
+        subprocess.run([shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd", "-D",
+                        broker.auth + "/passwd", user], check=True, capture_output=True)
+    broker._reload()
+    tool = subprocess.Popen(ota_command(broker, failing.base, "old-broker"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    login = ["--broker", "mqtt://wattlog-operator@127.0.0.1:%d" % broker.port,
+             "--password-file", broker.password_file("wattlog-operator")]
+    try:
+        for _ in range(3):  # during the transfer, while the tool waits for chunk requests
+            time.sleep(2)
+            subprocess.run([sys.executable, "-m", "wattlog.cli", "plug", "status", "old-broker"]
+                           + login, capture_output=True, timeout=60)
+        out, err = tool.communicate(timeout=300)
+    finally:
+        if tool.poll() is None:
+            tool.kill()
+            tool.communicate()
+    assert "refused the update tool's login %s" % OTA_USERS[0] in err, err
+    assert tool.returncode == 0 and "confirmed" in out, out + err
+    with open(broker.log) as f:
+        assert any("already connected" in line for line in f)  # it was taken over
