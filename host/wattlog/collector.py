@@ -6,8 +6,9 @@ race and an exception stops the service with a traceback instead of killing a th
 Commits happen when the oldest pending reading has waited commit_interval_s (default 300 s:
 few writes, a long SD-card life), when some feed has a whole 4 KiB page (1024 slots) pending,
 and at SIGTERM/SIGINT, after which the service exits: a clean stop leaves nothing unwritten.
-What a plug on trial sends (a new version, confirmed by an ack: firmware.py) is committed at
-once. A commit that fails (disk full, I/O error) is logged, its points stay pending, and it is
+What a plug on trial sends (a new version, confirmed only if its readings are acknowledged:
+firmware.py) is committed at once; a rollback's count of lost slots is added to the plug's lost
+readings (nodes.py). A commit that fails (disk full, I/O error) is logged, its points stay pending, and it is
 tried again one commit interval later.
 
 The MQTT session is persistent (clean_session False, a fixed client id) and the readings are

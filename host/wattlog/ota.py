@@ -21,7 +21,10 @@ The plug's side, the topics and the manifest are described in lib/wattnode/ota.p
 - the plug drives the transfer: it asks for (file, offset, n, k) on ota/req and this answers
   with up to k chunks; a plug that stops asking for TRANSFER_TIMEOUT_S has failed;
 - the plug's ota/status says what happened (receiving, refused, switching, confirmed, rolled
-  back); only live messages count (a retained one is from an earlier update);
+  back); a message counts when it names this update's id (random per update), so a retained
+  one from an earlier update does not, and one the plug published while the tool was
+  reconnecting does, when it comes back with the subscription; a rollback's reason says the
+  slots it lost ("lost");
 - a plug hears a manifest only while it is connected (its session is clean: the broker keeps
   nothing for it while it is away), so one that was away when the manifest went out (a power
   cut, a reconnect) gets it again when it says "online" on its status topic, until it has
