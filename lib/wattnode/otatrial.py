@@ -110,7 +110,9 @@ class Trial:
 
     def _check_grace(self):
         if self.grace is not None and self.node.uptime_s() >= HEALTHY_S:
-            write_pointer(self.grace[0], self.grace[1], "ok")
+            p = read_pointer()  # not if an update switched meanwhile (its reboot is due)
+            if p is not None and p[:3] == [self.grace[0], self.grace[1], "grace"]:
+                write_pointer(p[0], p[1], "ok")
             self.grace = None
 
     def rollback(self, reason):

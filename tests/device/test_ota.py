@@ -504,6 +504,12 @@ class TestOta(unittest.TestCase):
         up.check_deadline()
         self.assertEqual(otaflash.read_pointer(), ["u00000002", "u00000001", "ok", 0, 0])
         self.assertFalse(up.busy())
+        otaflash.write_pointer("u00000002", "u00000001", "grace")
+        node = self.make_node()  # confirmed, and another update switches during the grace
+        otaflash.write_pointer("u00000003", "u00000002", "trial", 0, 60)
+        node.hw.clock.advance_ms(HEALTHY_S * 1000)
+        node.ota_trial.check_deadline()
+        self.assertEqual(otaflash.read_pointer(), ["u00000003", "u00000002", "trial", 0, 60])
 
     def test_a_trial_whose_readings_go_unacknowledged_is_rolled_back_at_its_end(self):
         """Acknowledged at first, then its readings no longer are (a PUBACK frees nothing:
