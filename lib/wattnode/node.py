@@ -3,6 +3,7 @@
     meter.poll() -> when a slot has ended: sampler.close() appends its record to the ring and
     the state is published -> link.service() (connect, acks, commands, the next batch)
     -> Home Assistant discovery when the link came up -> a clean reboot when a command asked
+    (early in a slot, so the next boot carries it on)
     -> clock.wait(next slot end, at most LOOP_MS)
 
 Clock and hardware are injected (hw/), so the same loop runs on a plug, and on the unix port
@@ -64,6 +65,7 @@ LOOP_MS = const(100)
 HEALTHY_S = const(600)
 DRAIN_MS = const(30000)
 SETTLE_MS = const(60000)
+REBOOT_MARGIN_S = const(3)  # a clean reboot waits for the slot's end when it is this close
 _STATE_MIN_MS = const(1000)
 
 
@@ -118,6 +120,7 @@ class Node:
                           "state": self.on_own_state, "ota": self.on_ota})
         self.link.read_state = self.link.hold = not self.energy.settled
         self._settle_ms = -1  # when the link came up with the total still unsettled
+        self.stored_to_s = None  # the collector's newest slot of this plug (unix s; 0: none)
         self._heard_state = False  # the broker has sent what it retains of our state
         self.reboot_reason = None
         self._announced = 0  # link.connects when discovery was last sent
@@ -245,7 +248,7 @@ class Node:
                 self.broadlink.service()
             if self.link.up and self._announced != self.link.connects:
                 self.announce()
-            if self.reboot_reason:
+            if self.reboot_reason and self._early_in_slot(now):
                 self.reboot()
             ticks = clock.ticks_ms()
             if self.controls.poll(ticks):
@@ -346,7 +349,9 @@ class Node:
 
     def on_energy(self, wh, unix_s):
         """The rest of the collector's answer: the last energy total it holds for this plug
-        (-1: none). Whatever it says, the total is settled now."""
+        (-1: none). Whatever it says, the total is settled now. unix_s is the slot of that
+        total, its newest: a rollback's report counts the slots lost after it (otatrial.py)."""
+        self.stored_to_s = unix_s if wh >= 0 else 0
         if not self.energy.settled:
             if wh >= 0:
                 self.energy.offer(wh, unix_s - wire.EPOCH_UNIX, "collector")
@@ -407,8 +412,9 @@ class Node:
                                   % (_manifest_id(msg), __version__, reason), retain=True)
 
     def _load_ota(self, due, first):
-        """The update work the flash holds at boot (`due`: "trial" or "work"): otatrial.py for
-        a trial or an outcome to report, ota.py for a transfer to resume. At start-up the heap
+        """The update work the flash holds at boot (`due`: "trial", "grace" or "work"):
+        otatrial.py for a trial, a grace period or an outcome to report, ota.py for a transfer
+        to resume. At start-up the heap
         is at its fullest: without room then (`first`), it is tried once more on the loop's
         first pass, start-up's garbage gone; a MemoryError must not fail the start (main.py
         would leave a plug at the REPL, not metering). Without the heap for it even then, a
@@ -417,7 +423,7 @@ class Node:
         self._ota_due = None
         gc.collect()
         try:
-            if self.ota_trial is None and (due == "trial" or _on_flash("ota/result")):
+            if self.ota_trial is None and (due != "work" or _on_flash("ota/result")):
                 from wattnode import otatrial
                 self.ota_trial = otatrial.Trial(self)
             if self.ota is None and _on_flash("ota/stage/manifest"):
@@ -485,6 +491,13 @@ class Node:
             self.link.log("status " + json.dumps(self.status()))
         except MemoryError:
             pass  # the "info" command asks again; nothing depends on it
+
+    def _early_in_slot(self, now):
+        """A clean reboot waits until it is more than REBOOT_MARGIN_S before the slot's end
+        (for slots long enough): the next boot then carries on the same slot, so a reboot
+        (an update's switch, its rollback, a command) leaves no slot unmetered."""
+        s = self.sampler
+        return s.interval_s <= 2 * REBOOT_MARGIN_S or s.slot_end - now > REBOOT_MARGIN_S
 
     def uptime_s(self):
         return time.ticks_diff(self.hw.clock.ticks_ms(), self._boot_ticks) // 1000
@@ -574,13 +587,14 @@ def _manifest_id(msg):
 
 def _ota_work():
     """The over-the-air update work the flash holds for this boot (the files of ota.py's
-    notes): "trial" (a version on trial), "work" (an outcome to report, a transfer to resume)
-    or None."""
+    notes): "trial" (a version on trial), "grace" (a version in its grace period), "work" (an
+    outcome to report, a transfer to resume) or None."""
     try:
         with open("ota/boot") as f:
-            if " trial " in f.read():
-                return "trial"
-    except OSError:
+            state = f.read().split()[2]
+        if state in ("trial", "grace"):
+            return state
+    except (OSError, IndexError):
         pass
     if _on_flash("ota/result") or _on_flash("ota/stage/manifest"):
         return "work"

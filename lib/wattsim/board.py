@@ -36,7 +36,9 @@ RTC memory lives in a file that survives a reset (the process restarting) but no
 (simnode --power-cut deletes it). The watchdog counts node time and resets the plug when
 starved (SimWatchdog). A reset ends the process with RESET_EXIT, which tools/simnode and
 tools/fakeboard take as "boot it again"; the world's clock goes on: the node time reached is
-kept in CLOCK_FILE for the next boot of a free-running plug.
+kept in CLOCK_FILE for the next boot of a free-running plug. Why it reset is kept in
+RESET_CAUSE_FILE, the register machine.reset_cause() reads on the simulator (rom/machine.py:
+firmware/boot.py rolls back a version on trial that the watchdog reset).
 """
 
 import json
@@ -52,6 +54,9 @@ RTC_BYTES = 2048  # machine.RTC().memory() on an ESP32 (MICROPY_HW_RTC_USER_MEM_
 SETTINGS_FILE = "sim.json"
 CLOCK_FILE = ".sim-clock"  # true unix seconds reached when the plug last reset
 DEFAULT_MAC = "020000000001"
+RESET_CAUSE_FILE = ".reset-cause"  # rom/machine.py reads it: machine.reset_cause()
+WDT_RESET = 3   # machine.WDT_RESET
+SOFT_RESET = 5  # machine.SOFT_RESET: what an ESP32 reads after machine.reset()
 
 
 class SimPin:
@@ -243,7 +248,7 @@ class Board:
         return self.chip.counter(pin, self.pin(pin))
 
     def watchdog(self, timeout_ms):
-        return SimWatchdog(self.clock, timeout_ms, self.reset)
+        return SimWatchdog(self.clock, timeout_ms, lambda: self._reset(WDT_RESET))
 
     def wifi_up(self):
         return self._joined
@@ -266,9 +271,15 @@ class Board:
     def reset(self, soft=False):
         """The process ends with RESET_EXIT; tools/simnode starts it again, like a plug
         rebooting (RTC memory, in its file, survives; a power cut deletes it)."""
-        try:
-            with open(self._flash_dir + "/" + CLOCK_FILE, "w") as f:
-                f.write(str(self.clock.true_s() + wire.EPOCH_UNIX))
-        except OSError:
-            pass  # a paced run's next boot goes by the wall clock anyway
+        self._reset(SOFT_RESET)
+
+    def _reset(self, cause):
+        for name, text in ((CLOCK_FILE, str(self.clock.true_s() + wire.EPOCH_UNIX)),
+                           (RESET_CAUSE_FILE, str(cause))):
+            try:
+                with open(self._flash_dir + "/" + name, "w") as f:
+                    f.write(text)
+            except OSError:
+                pass  # a paced run's next boot goes by the wall clock anyway; boot.py then
+                # reads a power-on
         sys.exit(RESET_EXIT)

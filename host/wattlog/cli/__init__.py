@@ -156,7 +156,8 @@ def build_parser():
     o.add_argument("--build", metavar="DIR",
                    help="a folder tools/build made (default: run tools/build, use build/device)")
     o.add_argument("--trial", type=int, default=120, metavar="S",
-                   help="seconds the new version has to confirm itself (30..3600)")
+                   help="seconds the new version must run, sampling, its readings acknowledged, "
+                        "before it is confirmed (30..3600)")
     broker_options(o)
 
     v = verb("provision", cmd_provision,
