@@ -17,8 +17,11 @@ The rules (ota.py's notes say the same):
 - report: an outcome decided before this boot (ota/result) is said once the link is up, on the
   log and ota/status. A rollback's report waits (at most REPORT_WAIT_MS) for the collector's
   answer to "online", which says the last slot it holds (node.stored_to_s), and for this
-  boot's first slot: the slots between were neither stored nor kept, and their number goes
-  with the report ("lost" on ota/status), so the collector counts them as lost.
+  boot's first slot. The records the rolled-back boot made and the collector had not
+  acknowledged were kept across the reset (keep.py, spill.py) and are sent now; the slots
+  after the collector's last one that are neither held nor this boot's were neither stored
+  nor kept, and their number goes with the report ("lost" on ota/status), so the collector
+  counts them as lost.
 
 Loaded only when a boot has such work (ota/boot says "trial" or "grace", or ota/result is
 there), apart from the transfer (ota.py): a version on trial holds only this, a few KiB, while
@@ -28,6 +31,7 @@ work is done (node.py).
 
 import json
 import os
+import struct
 import time
 
 from micropython import const
@@ -52,6 +56,7 @@ class Trial:
         self.trial_end = 0
         self._must_ack = -1   # ring.next as the trial's last ACK_LAG_S began
         self._up_ms = -1      # when the link was first up with a rollback to report
+        self._kept = _kept_slots(node.ring)  # (oldest, newest) slot kept from before, unix s
         p = read_pointer()
         if p is not None and p[2] == "trial":
             self.trial = p
@@ -124,9 +129,9 @@ class Trial:
                       "reason": reason})
         self.trial = None
         ring = self.node.ring
-        print("ota: rolling back from version %s: %s; %d readings of this boot the collector "
-              "has not acknowledged are lost with the reboot" % (running(), reason,
-                                                                ring.count()))
+        print("ota: rolling back from version %s: %s; %d readings the collector has not "
+              "acknowledged are kept across the reboot for the previous version to send"
+              % (running(), reason, ring.count()))
         self.node.reboot_reason = "rolling back an update: " + reason
 
     def _report(self):
@@ -144,7 +149,7 @@ class Trial:
             if first is None and time.ticks_diff(now, self._up_ms) < REPORT_WAIT_MS:
                 return
             if first is not None and stored:
-                lost = max(0, (first - stored) // node.sampler.interval_s - 1)
+                lost = _lost(stored, self._kept, first, node.sampler.interval_s)
         self.result = None
         try:
             os.remove(RESULT)
@@ -165,3 +170,31 @@ class Trial:
                       % (r.get("id"), r.get("state"), version, ": " + reason if reason else "",
                          running()))
         status(self.link, r.get("state"), r.get("id"), version, reason, lost=lost)
+
+
+def _kept_slots(ring):
+    """(oldest, newest) unix s of the records kept from the boot before (ring.base of them,
+    oldest first; keep.py puts the newest into RAM), or None: read when the trial starts,
+    before any is acknowledged."""
+    if ring.base <= ring.first or ring.base - 1 < ring.low:
+        return None
+    newest = struct.unpack_from("<I", ring.buf, ring.offset(ring.base - 1))[0]
+    if ring.first >= ring.low:
+        oldest = struct.unpack_from("<I", ring.buf, ring.offset(ring.first))[0]
+    else:  # on the flash (spill.py)
+        oldest = ring.behind.held(ring)[2]
+        if oldest < 0:
+            return None
+    from wattnode.wire import EPOCH_UNIX
+    return oldest + EPOCH_UNIX, newest + EPOCH_UNIX
+
+
+def _lost(stored, kept, first, interval_s):
+    """Slots after `stored` (the collector's newest) and before `first` (this boot's) that no
+    record holds: before the kept ones, and between them and this boot's."""
+    def gap(a, b):
+        return (b - a) // interval_s - 1 if b - a > interval_s else 0
+    if kept is None:
+        return gap(stored, first)
+    oldest, newest = kept
+    return (gap(stored, oldest) if oldest > stored else 0) + gap(max(stored, newest), first)

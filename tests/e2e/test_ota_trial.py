@@ -54,7 +54,8 @@ def test_versions_that_fail_in_their_trial_go_back_and_every_slot_is_stored_or_c
     """Each failing version on a plug of its own, updated side by side (each by its own
     `wattlog ota`): the update fails with the reason; the plug runs the previous version and
     meters again; its report counts the slots the failure cost (those between the last one
-    the collector holds and the first of the previous version's boot), and exactly those are
+    the collector holds and the first of the previous version's boot that no record kept across
+    the reset holds: keep.py, spill.py), and exactly those are
     missing from the power feed, which the collector counts as the plug's lost readings
     (`wattlog nodes`). The collector commits at its default interval (300 s): what a plug on
     trial sends is committed at once. The version whose readings go where the collector never
