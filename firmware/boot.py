@@ -4,13 +4,17 @@
 # before a soft reset from cutting the mpremote session that made it (main.py does not run
 # from mpremote's raw REPL), and must itself never fail, so the REPL always comes up.
 #
-# The version: ota/boot (the pointer, one line "<current> <previous> <ok|trial> <boots>
+# The version: ota/boot (the pointer, one line "<current> <previous> <ok|trial|grace> <boots>
 # <trial_s>") names a folder ota/<current> put first on sys.path; without a pointer, or with
 # "-", the version installed over USB in /lib runs. A version on trial is rolled back to the
 # previous one here when it crashed (the crash counter), failed to start (ota/failed, written
-# by main.py) or has booted MAX_TRIAL_BOOTS times unconfirmed; ota/result then says why, and
-# the node reports it once its link is up (naming the version by its folder: the node's
-# ota.py turns that into the version string).
+# by main.py), was reset by the watchdog (machine.reset_cause(): its loop stopped) or has
+# booted MAX_TRIAL_BOOTS times unconfirmed. A confirmed version is in its grace period
+# ("grace") until it has run a while (wattnode/otatrial.py): a crash loop then
+# (MAX_GRACE_CRASHES crashes in a row, a watchdog reset counting as one) sends it back to
+# the previous version, which is still on the flash, rather than into safe mode. ota/result
+# then says why, and the node reports it once its link is up (naming the version by its
+# folder: the node's otatrial.py turns that into the version string).
 #
 # The fixed loader: this file and main.py are installed once, over USB, and never updated over
 # the air, as ESP-IDF's OTA never replaces its second-stage bootloader. They decide which
@@ -27,11 +31,30 @@ import micropython
 import sys
 
 MAX_TRIAL_BOOTS = 3
+MAX_GRACE_CRASHES = 3  # what would be safe mode (wattnode/safe.py), in a version's grace period
 
 # Let an exception raised in an interrupt handler (button, pulse counting) still be reported.
 # The unix port has no interrupts and no such buffer.
 if hasattr(micropython, "alloc_emergency_exception_buf"):
     micropython.alloc_emergency_exception_buf(100)
+
+
+def _watchdog_reset():
+    """True when the watchdog reset the plug (its loop stopped feeding it); False on a port
+    whose machine module cannot say (the unix port's has no reset_cause)."""
+    try:
+        import machine
+        return machine.reset_cause() == machine.WDT_RESET
+    except (ImportError, AttributeError):
+        return False
+
+
+def _crashes():
+    try:
+        with open("crashes") as f:
+            return int(f.read() or 0)
+    except (OSError, ValueError):
+        return 0
 
 
 def _ota_choose():
@@ -42,34 +65,43 @@ def _ota_choose():
         boots = int(boots)
     except (OSError, ValueError):
         return
+    why = None
+    line = None
     if state == "trial":
-        why = None
         try:
             with open("ota/failed") as f:
                 why = "it failed to start: " + f.read()
             os.remove("ota/failed")
         except OSError:
             pass
-        try:
-            with open("crashes") as f:
-                if int(f.read() or 0) > 0:
-                    why = why or "it crashed (see crash.log)"
-        except (OSError, ValueError):
-            pass
+        if why is None and _crashes() > 0:
+            why = "it crashed (see crash.log)"
+        if why is None and _watchdog_reset():
+            why = "the watchdog reset it: its loop stopped"
         if why is None and boots >= MAX_TRIAL_BOOTS:
             why = "it booted %d times without being confirmed" % boots
         if why is None:
             line = "%s %s trial %d %s\n" % (cur, prev, boots + 1, trial_s)
-        else:
-            line = "%s - ok 0 0\n" % prev
-            with open("ota/result.tmp", "w") as f:
-                f.write('{"id": "%s", "state": "rolled back", "version": "%s", "reason": "%s"}'
-                        % (cur[1:], cur, why.replace('"', "'").replace("\n", " ")))
-            os.rename("ota/result.tmp", "ota/result")
+    elif state == "grace":
+        crashes = _crashes()
+        if _watchdog_reset():
+            crashes += 1
             with open("crashes", "w") as f:
-                f.write("0")
-            print("boot.py: rolled back from %s to %s: %s" % (cur, prev, why))
-            cur = prev
+                f.write(str(crashes))
+        if crashes >= MAX_GRACE_CRASHES:
+            why = ("it crashed %d times in a row after it was confirmed (see crash.log; a "
+                   "watchdog reset counts as a crash)" % crashes)
+    if why is not None:
+        line = "%s - ok 0 0\n" % prev
+        with open("ota/result.tmp", "w") as f:
+            f.write('{"id": "%s", "state": "rolled back", "version": "%s", "reason": "%s"}'
+                    % (cur[1:], cur, why.replace('"', "'").replace("\n", " ")))
+        os.rename("ota/result.tmp", "ota/result")
+        with open("crashes", "w") as f:
+            f.write("0")
+        print("boot.py: rolled back from %s to %s: %s" % (cur, prev, why))
+        cur = prev
+    if line is not None:
         with open("ota/boot.tmp", "w") as f:
             f.write(line)
         os.rename("ota/boot.tmp", "ota/boot")
@@ -81,6 +113,7 @@ try:
     _ota_choose()
 except Exception as e:  # a damaged pointer must still leave the REPL reachable
     print("boot.py: choosing the version:", repr(e))
+del _ota_choose, _watchdog_reset, _crashes  # main.py shares this namespace: let them go
 
 try:
     from wattnode import safe

@@ -9,8 +9,9 @@ Any number run side by side; any one may die.
 
 Leases: each collector joins (an advisory lock of its own number on its database session),
 counts the live ones, and holds about P / live partitions, each by an advisory lock on the
-same session; it commits on that session only. A collector killed, or paused longer than
-the database's idle_session_timeout, loses its session and with it every lease: the others
+same session; it commits on that session only, and uses it at least every REBALANCE_S. A
+collector killed, or paused longer than its lease ([cluster] lease: the session's
+idle_session_timeout, set by it), loses its session and with it every lease: the others
 take its partitions within a few seconds, and the woken one can write nothing (its commit
 fails on the dead session: LeaseLost), forgets what it held unacknowledged (the broker hands
 it to the new owner again) and joins afresh. A stop commits first, then lets its leases go.
@@ -46,8 +47,8 @@ log = logging.getLogger("wattlog")
 ACK_WAIT_S = 10         # a message not acknowledged this long is delivered again
 FETCH_BATCH = 256       # messages a partition's consumer asks for at a time
 REBALANCE_S = 2.0       # how often the live collectors are counted and leases taken or freed
+                        # (the session's heartbeat: a lease outlives it at least twice)
 COMMIT_S = 1.0          # a group commit at most this often (what is pending waits no longer)
-HEARTBEAT_S = 1.0       # the database session is used at least this often: never idle
 
 
 class ClusterCollector:
@@ -78,17 +79,28 @@ class ClusterCollector:
     # -- MQTT: acks out, statuses in ----------------------------------------------------------
 
     def _mqtt(self):
-        url = (self.s.cluster_mqtt or (self.s.broker,))[0]
-        client, host, port = client_for(url, "%s-%s" % (self.s.client_id, self.name)[:64],
+        """The MQTT client for acks and statuses: the gateways tried in turn, from the one the
+        broker setting names (a gateway's node stopped: the next one's)."""
+        urls = list(self.s.cluster_mqtt or (self.s.broker,))
+        self._gateways = [parse_broker(u)[:2] for u in urls]
+        first = parse_broker(self.s.broker)[:2]
+        self._gateway = self._gateways.index(first) if first in self._gateways else 0
+        client, host, port = client_for(urls[self._gateway],
+                                        "%s-%s" % (self.s.client_id, self.name)[:64],
                                         self.s.ca, self.password)
         client.on_connect = self._on_connect
-        client.on_disconnect = lambda c, u, f, rc, p: self.broker_link.down(
-            "the connection was lost (%s)" % rc)
+        client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
-        self._gateways = [parse_broker(u)[:2] for u in (self.s.cluster_mqtt or (self.s.broker,))]
         client.connect_async(host, port, keepalive=30)
         client.loop_start()
         return client
+
+    def _on_disconnect(self, client, userdata, flags, rc, properties):
+        self.broker_link.down("the connection to %s:%d was lost (%s)" % (self.host, self.port,
+                                                                           rc))
+        if not self._stop:  # the next attempt to the next gateway (this only says where)
+            self._gateway = (self._gateway + 1) % len(self._gateways)
+            client.connect_async(self.host, self.port, keepalive=30)
 
     def _on_connect(self, client, userdata, flags, rc, properties):
         if rc.is_failure:
@@ -173,8 +185,11 @@ class ClusterCollector:
             "%s.%d.>" % (PARTITION_PREFIX, p), durable="wlp%d" % p, stream=READINGS_STREAM,
             config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=ACK_WAIT_S,
                                   max_ack_pending=100000))
+        me = asyncio.current_task()
         try:
-            while True:
+            # while the partition is this task's: nats-py's fetch can take a cancellation for
+            # its own timeout, so a cancelled task must also see it is no longer the owner
+            while self.owned.get(p) is me:
                 try:
                     msgs = await sub.fetch(FETCH_BATCH, timeout=1)
                 except (NatsTimeout, asyncio.TimeoutError):
@@ -184,6 +199,10 @@ class ClusterCollector:
                                 e or type(e).__name__)
                     await asyncio.sleep(1)
                     continue
+                if self.owned.get(p) is not me:  # let go while fetching: the next owner's
+                    for m in msgs:
+                        await m.nak()
+                    break
                 for m in msgs:
                     self._take(m)
         finally:
@@ -205,9 +224,12 @@ class ClusterCollector:
         live = max(self.store.committer.members(), 1)
         share = math.ceil(self.partitions / live)
         if len(self.owned) > share:
-            await self._commit("a collector joined")
-            for p in sorted(self.owned)[share:]:
+            # take no more from them, commit what was taken, and only then let the leases go
+            let_go = sorted(self.owned)[share:]
+            for p in let_go:
                 self.owned.pop(p).cancel()
+            await self._commit("a collector joined")
+            for p in let_go:
                 self.store.forget_nodes(self._nodes_of(p))
                 self.store.committer.release(p)
                 log.info("partition %d handed over (%d collectors live)", p, live)
@@ -250,10 +272,14 @@ class ClusterCollector:
         """Join the live collectors with no partition: nodes are kept only once owned."""
         self.store.recover({})
         self.store.forget_nodes(list(self.store.nodes_state.state))
-        self.member = self.store.committer.join()
+        self.member = self.store.committer.join(self.s.cluster_lease_s)
 
     def _status(self, span_s, counted):
-        st = self.store.status()
+        try:
+            st = self.store.status()
+        except StoreUnavailable as e:
+            log.info("status: partitions none; %s", e)
+            return counted
         log.info("status: %d readings in %.0f s from %d plugs; partitions %s; %d commits, %d "
                  "points pending", st["readings"] - counted, span_s, st["plugs_heard"],
                  ",".join(map(str, sorted(self.owned))) or "none", st["commits"],
@@ -278,11 +304,11 @@ class ClusterCollector:
 
     @property
     def host(self):
-        return self._gateways[0][0] if self.mqtt else "?"
+        return self._gateways[self._gateway][0] if self.mqtt else "?"
 
     @property
     def port(self):
-        return self._gateways[0][1] if self.mqtt else 0
+        return self._gateways[self._gateway][1] if self.mqtt else 0
 
     def stop(self, *_):
         self._stop = True
@@ -303,10 +329,8 @@ class ClusterCollector:
         if nc is None:
             return
         self.mqtt = self._mqtt()
-        self._start_over()
-        log.info("cluster collector %s (member %d) on %d partitions, committing every %.1f s",
-                 self.name, self.member, self.partitions, self.commit_interval_s)
         self.notifier.started(self)
+        joined, join_at, join_wait_s = False, 0.0, 1.0
         last_commit = last_rebalance = 0.0
         last_status, counted = time.monotonic(), 0
         try:
@@ -314,19 +338,29 @@ class ClusterCollector:
                 await asyncio.sleep(0.05)
                 now = time.monotonic()
                 try:
-                    if now - last_rebalance >= REBALANCE_S:
+                    if not joined and now >= join_at:  # at the start; the leases lost
+                        self._start_over()
+                        joined, join_wait_s = True, 1.0
+                        log.info("cluster collector %s (member %d) on %d partitions, "
+                                 "committing every %.1f s", self.name, self.member,
+                                 self.partitions, self.commit_interval_s)
+                    if joined and now - last_rebalance >= REBALANCE_S:
                         last_rebalance = now
                         await self._rebalance(js)
                     self._answer_clocks()
-                    if now - last_commit >= self.commit_interval_s:
+                    if joined and now - last_commit >= self.commit_interval_s:
                         last_commit = now
                         await self._commit("interval")
                 except LeaseLost as e:
                     self._lost(str(e))
                     self.store.committer.reset()
-                    self._start_over()
+                    joined, join_at = False, now
                 except StoreUnavailable as e:
-                    log.error("%s; trying again", e)
+                    if not joined:  # the database is away: join when it is back
+                        log.error("%s; trying again in %.0f s", e, join_wait_s)
+                        join_at, join_wait_s = now + join_wait_s, min(join_wait_s * 2, 10.0)
+                    else:
+                        log.error("%s; trying again", e)
                 self.notifier.tick(self)
                 if now - last_status >= self.s.status_interval_s:
                     last_status, counted = now, self._status(now - last_status, counted)
@@ -337,7 +371,7 @@ class ClusterCollector:
             except StoreUnavailable as e:
                 log.error("the last commit failed (%s): the broker delivers those readings "
                           "again", e)
-            tasks = list(self.owned.values())
+            tasks, self.owned = list(self.owned.values()), {}
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)

@@ -8,8 +8,9 @@ race and an exception stops the service with a traceback instead of killing a th
 Commits happen when the oldest pending reading has waited commit_interval_s (default 300 s:
 few writes, a long SD-card life), when some feed has a whole 4 KiB page (1024 slots) pending,
 and at SIGTERM/SIGINT, after which the service exits: a clean stop leaves nothing unwritten.
-What a plug on trial sends (a new version, confirmed by an ack: firmware.py) is committed at
-once. A commit that fails (disk full, I/O error) is logged, its points stay pending, and it is
+What a plug on trial sends (a new version, confirmed only if its readings are acknowledged:
+firmware.py) is committed at once; a rollback's count of lost slots is added to the plug's lost
+readings (nodes.py). A commit that fails (disk full, I/O error) is logged, its points stay pending, and it is
 tried again one commit interval later.
 
 The MQTT session is persistent (clean_session False, a fixed client id) and the readings are
@@ -78,7 +79,11 @@ class Collector:
         self.store = parts.store
         # each plug's version and last update result, for `wattlog nodes` (firmware.py)
         self.firmware = parts.firmware
-        self.listeners = [p for p in (parts.firmware, parts.watch) if p is not None]
+        # the appliances' runs (runs/part.py): a listener, ticked by the loop
+        self.runs = parts.runs
+        self.listeners = [p for p in (parts.firmware, parts.watch, parts.runs) if p is not None]
+        self.firmware.on_lost = self._lost_in_rollback
+        self._lost_held = []    # rollbacks' lost slots heard before recover(): counted after it
         self._retained = {}     # node -> the retained ack the broker holds (start-up only)
         self._held_back = []    # (topic, payload) that came before recover(): taken after it
         self._marker = None     # start-up: when it comes back, the retained acks are in
@@ -151,6 +156,8 @@ class Collector:
             self._marker_at = time.monotonic()
             client.subscribe("%s/+/ack" % base, 0)
             client.publish(self._marker_topic, self._marker, qos=0)
+        if self.runs is not None:  # discovery and run states, retained: again after a reconnect
+            self._publish(self.runs.announce())
         log.info("connected to %s:%d", self.host, self.port)
 
     def _whose(self):
@@ -186,6 +193,9 @@ class Collector:
         held, self._held_back = self._held_back, []
         for topic, payload in held:
             self._readings(topic, payload)
+        for lost in self._lost_held:
+            self.store.nodes_state.lost_in_rollback(*lost)
+        self._lost_held = []
         self.flush_summaries("start-up")  # new or stale summaries made now, with progress
         log.info("listening on %s/+/readings", self.base_topic)
         self.notifier.started(self)
@@ -273,6 +283,13 @@ class Collector:
         else:
             self._readings(topic, msg.payload)
 
+    def _lost_in_rollback(self, node, lost, update):
+        """A plug's rollback report: the slots it lost count as its lost readings (nodes.py)."""
+        if self.store.recovered:
+            self.store.nodes_state.lost_in_rollback(node, lost, update["version"])
+        else:
+            self._lost_held.append((node, lost, update["version"]))
+
     def _readings(self, topic, payload):
         kept = self.store.take(topic, payload)
         for node, resend in self.store.resends():
@@ -284,6 +301,10 @@ class Collector:
     def _ack(self, node, payload, retain):
         """payload: one of wattnode.wire's ack payloads, as its encoders make them."""
         self.client.publish("%s/%s/ack" % (self.base_topic, node), payload, qos=1, retain=retain)
+
+    def _publish(self, messages):
+        for topic, payload, retain in messages:
+            self.client.publish(topic, payload, qos=1, retain=retain)
 
     def _on_status(self, topic, payload):
         node = topic.split("/")[-2]
@@ -336,6 +357,8 @@ class Collector:
                 self._marker_overdue(time.monotonic())
                 self._commit_if_due(time.monotonic())
                 self._flush_if_due(time.monotonic())
+                if self.runs is not None and self.connected and self.store.recovered:
+                    self._publish(self.runs.tick())  # readings taken, not yet committed too
                 self.notifier.tick(self)
                 if time.monotonic() - last_status >= self.status_interval_s:
                     last_status, counted = self._status(last_status, counted)
@@ -348,6 +371,8 @@ class Collector:
             clean = self.commit("shutdown") and self.store.recovered
             if clean:
                 self.flush_summaries("shutdown")
+            if self.runs is not None:
+                self.runs.close()
             if self.client.socket() is not None:
                 self.client.disconnect()
                 self.client.loop(timeout=0.5)

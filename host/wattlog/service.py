@@ -10,10 +10,13 @@ The parts, each made here and nowhere else, and handed to what uses them:
   watch      what the plugs publish, as heard (serve/plugwatch.py), a listener; with HTTP only
   link       the collector's link to the broker (links.py): /api/health, the page's header
   sink       the InfluxDB sink (bridges/sink.py), with [influx] only
-  http       the HTTP side (serve/app.py: Api over the store, watch, links and sink), with
-             [http] listen only; its secret files read now
+  runs       the appliances' runs (runs/part.py), a listener the collector's loop ticks;
+             unless [runs] enabled = false
+  http       the HTTP side (serve/app.py: Api over the store, watch, links, sink and runs),
+             with [http] listen only; its secret files read now
 With [cluster] the collector is cluster.py's (NATS partitions under leases, into the shared
-PostgreSQL), made of the same parts. A listener has one small shape: topics() to subscribe to, take(topic, payload) -> whether the
+PostgreSQL), made of the same parts.
+A listener has one small shape: topics() to subscribe to, take(topic, payload) -> whether the
 message was its own. Nothing here reaches into a part after it is made.
 """
 
@@ -24,7 +27,7 @@ from wattlog.complaints import Complaints
 from wattlog.links import Link
 from wattlog.mqtt import parse_broker
 
-Parts = collections.namedtuple("Parts", "store complaints firmware watch link sink http")
+Parts = collections.namedtuple("Parts", "store complaints firmware watch link sink http runs")
 
 
 def build(s, password=None):
@@ -39,14 +42,15 @@ def build(s, password=None):
         host, port = parse_broker(s.broker)[:2]
         link = Link("%s:%d" % (host, port))
         influx_sink = sink(s)
+        appliances = runs(s, store)
         watch = http = None
         if s.http_listen:
             from wattlog.serve.plugwatch import PlugWatch
             watch = PlugWatch(s.base_topic)
-            http = _http(s, store, watch, link, influx_sink)
+            http = _http(s, store, watch, link, influx_sink, appliances)
         os.makedirs(s.data_dir, exist_ok=True)  # this collector's own records (firmware)
         firmware = Firmware(s.data_dir, s.base_topic, complaints=complaints)
-        parts = Parts(store, complaints, firmware, watch, link, influx_sink, http)
+        parts = Parts(store, complaints, firmware, watch, link, influx_sink, http, appliances)
         if s.cluster_nats:
             from wattlog.cluster import ClusterCollector
             return ClusterCollector(s, password, parts)
@@ -64,7 +68,9 @@ def open_store(s, complaints):
         from wattlog.store.postgres import PgStore
         password = read_first_line(s.store_password_file, "database password") \
             if s.store_password_file else None
-        return PgStore(s.store, password, complaints, s.max_future_s, s.max_age_s)
+        # the writer's session named after the collector (a cluster's: its leases' holder)
+        return PgStore(s.store, password, complaints, s.max_future_s, s.max_age_s,
+                       name="wattlog %s" % (s.cluster_name or "collector"))
     from wattlog.store.files import Store
     return Store(s.data_dir, complaints, s.max_future_s, s.max_age_s)
 
@@ -99,12 +105,24 @@ def sink(s):
     return Sink(s.data_dir, writer, schema, horizon_s=s.max_age_s + 3600)
 
 
-def _http(s, store, watch, link, sink):
+def runs(s, store):
+    """The runs part (runs/part.py) of the settings' [runs], or None when it is off."""
+    options = s.runs or {}
+    if not options.get("enabled", True):
+        return None
+    from wattlog.periods import Tariff
+    from wattlog.runs.part import SAVE_EVERY_S, Runs
+    return Runs(store, s.data_dir, options, Tariff.from_settings(s.tariff), s.timezone,
+                s.base_topic, max_future_s=s.max_future_s,
+                save_every_s=min(s.summary_interval_s, SAVE_EVERY_S))
+
+
+def _http(s, store, watch, link, sink, appliances=None):
     """The HTTP side, not started: its token and the operator's password read now."""
     from wattlog.serve.app import Api, Server, read_first_line
     token = read_first_line(s.http_token_file, "HTTP token") if s.http_token_file else None
     operator = read_first_line(s.operator_password_file, "operator password") \
         if s.operator_password_file else None
     api = Api(store, watch, s.broker, s.ca, s.http_read_open, token, operator, s.timezone,
-              s.tariff, s.base_topic, link, sink)
+              s.tariff, s.base_topic, link, sink, appliances)
     return Server(api, s.http_listen)

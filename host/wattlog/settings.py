@@ -28,10 +28,14 @@ The file (TOML, read with tomllib) and its keys, every one optional:
     [tariff]                                                tariff            the table as
     currency = "EUR"  price = 0.30  (or day_price, night_price, night_start, night_end)
                                                             read, checked by energy.py
+    [runs]                                                  runs              checked by
+    enabled = true  events = true  [runs.washer] kind = "washer"  ...         runs/__init__.py
     [cluster]                                               (cluster.py: past one Pi)
     nats = ["nats://n1.lan:4222", "nats://n2.lan:4222"]     cluster_nats      its NATS nodes
     mqtt = ["mqtt://wattlog-collector@n1.lan"]              cluster_mqtt      its gateways
     partitions = 64   name = "pi-3"                         cluster_partitions, cluster_name
+    lease = "10s"                                           cluster_lease_s   silent this
+                                                            long, a collector's leases end
     [influx]                                                (sink.py, influx.py; what the
     url = "influx://wattlog@127.0.0.1:8086/wattlog"         influx_url         --influx*
     schema = "sp3s"                                         influx_schema      flags set)
@@ -116,6 +120,8 @@ class Settings:
     cluster_mqtt: tuple | None = None  # [cluster] mqtt: the gateways to try (default: broker)
     cluster_partitions: int = 64
     cluster_name: str | None = None    # this collector's name (default: host and PID)
+    cluster_lease_s: float = 10.0      # a collector silent this long loses its partitions
+    runs: dict | None = None  # the [runs] table, checked by runs/__init__.py (None: defaults)
     path: str | None = None  # the file these came from (None: defaults and flags only)
 
 
@@ -206,6 +212,12 @@ def _partitions(value):
         1 <= value <= 4096 else None
 
 
+def _lease(value):
+    # above twice the collector's heartbeat (cluster.REBALANCE_S: 2 s), so a live one keeps it
+    value = _seconds(value)
+    return value if value is not None and 5 <= value <= 3600 else None
+
+
 _CLUSTER_KEYS = {
     "nats": ("cluster_nats", _urls(("nats", "tls")),
              "a list of NATS URLs such as [\"nats://n1.lan:4222\", \"nats://n2.lan:4222\"]"),
@@ -213,6 +225,7 @@ _CLUSTER_KEYS = {
              "a list of MQTT URLs of the gateways, such as [\"mqtt://wattlog-collector@n1.lan\"]"),
     "partitions": ("cluster_partitions", _partitions, "a whole number from 1 to 4096"),
     "name": ("cluster_name", _text, "a name for this collector"),
+    "lease": ("cluster_lease_s", _lease, "a duration from 5 s to 1 h such as \"10s\""),
 }
 _INFLUX_KEYS = {
     "url": ("influx_url", _text, "an InfluxDB URL such as influx://HOST:8086/DATABASE"),
@@ -294,9 +307,11 @@ def load(path, files=FILES):
     except UnicodeDecodeError:
         raise SettingsError("%s is not UTF-8 text" % path) from None
     values = {}
-    _take({k: v for k, v in doc.items() if k not in ("http", "tariff", "influx", "cluster")},
-          dict(_KEYS, http=None, tariff=None, influx=None, cluster=None), "", path, values)
-    for table in ("http", "tariff", "influx", "cluster"):
+    _take({k: v for k, v in doc.items() if k not in ("http", "tariff", "influx", "cluster",
+                                                        "runs")},
+          dict(_KEYS, http=None, tariff=None, influx=None, cluster=None, runs=None), "", path,
+          values)
+    for table in ("http", "tariff", "influx", "cluster", "runs"):
         if table in doc and not isinstance(doc[table], dict):
             raise SettingsError("%s: %s must be a table ([%s]), not %s"
                                 % (path, table, table, _kind(doc[table])))
@@ -315,6 +330,12 @@ def load(path, files=FILES):
         except EnergyError as e:
             raise SettingsError("%s: %s" % (path, e)) from None
         values["tariff"] = dict(doc["tariff"])
+    if "runs" in doc:
+        from wattlog.runs import check  # its checks, its words
+        try:
+            values["runs"] = check(doc["runs"], _seconds)
+        except ValueError as e:
+            raise SettingsError("%s: %s" % (path, e)) from None
     if "max_future_s" in values:
         values["max_future_s"] = int(values["max_future_s"])
     if "broker" in values:

@@ -13,7 +13,14 @@
   baud       UART speed (cse7766 4800; bl0942 4800 or 9600)
   meter      chip constants: bl0937/hlw8012 power_w_per_hz, voltage_v_per_hz,
              current_a_per_hz; any chip: max_power_w (above it, pulses are interference)
-  ring_kib   RAM for the ring of readings (16 bytes each; 48 KiB is 8.5 h at 10 s)
+  ring_kib   RAM for the ring of readings (16 bytes each; 32 KiB is 5.7 h at 10 s: outages
+             longer than that go to the spill, which takes the heap a bigger ring would)
+  spill_kib  flash for the spill (spill.py): readings the ring must make room for while the
+             collector does not acknowledge them, in 4 KiB files of 252 (1000 KiB: 7.3 days
+             at 10 s); 0: none. The node takes less if the file system has less room.
+  holds_days what the plug holds at the default 10 s, in days: the spill's readings (the
+             ring's are on the flash too, but for the newest 126), or the ring's if it is the
+             larger (the board's promise; tests/device/test_board.py checks it)
 
 check() lists every problem in words and says whether the chip can be driven. A board that cannot meter (unknown chip, a chip pin
 missing or impossible) still boots: the node runs without a meter, so every slot is stored as
@@ -33,9 +40,9 @@ CHIP_BAUDS = {"cse7766": (4800,), "hlw8032": (4800,), "bl0942": (4800, 9600)}
 MCU_PINS = {"esp32": (range(0, 40), range(34, 40)), "esp32c3": (range(0, 22), range(0, 0))}
 OUTPUTS = ("relay", "led", "sel", "tx")
 KEYS = ("name", "mcu", "hal", "chip", "verified", "source", "pins", "inverted", "pullup", "led",
-        "baud", "meter", "ring_kib", "notes")
-MIN_RING_KIB = 4
-MAX_RING_KIB = 96
+        "baud", "meter", "ring_kib", "spill_kib", "holds_days", "notes")
+# (minimum, maximum, default) KiB; spill_kib in whole 4 KiB files
+SIZES = {"ring_kib": (4, 96, 32), "spill_kib": (0, 4096, 1000)}
 
 
 def check(board):
@@ -86,16 +93,30 @@ def check(board):
     if chip in ("bl0937", "hlw8012") and mcu == "esp32c3":
         problems.append("board %r: the ESP32-C3 has no hardware pulse counter; counted by "
                         "interrupts, pulses above a few hundred Hz are lost (energy reads low)" % name)
-    ring = board.get("ring_kib", 48)
-    if not isinstance(ring, int) or not MIN_RING_KIB <= ring <= MAX_RING_KIB:
-        problems.append("board %r: ring_kib = %r must be %d..%d; using 48"
-                        % (name, ring, MIN_RING_KIB, MAX_RING_KIB))
+    for key in ("ring_kib", "spill_kib"):
+        low, high, default = SIZES[key]
+        kib = board.get(key, default)
+        if kib != _kib(board, key):
+            problems.append("board %r: %s = %r must be %d..%d%s; using %d"
+                            % (name, key, kib, low, high,
+                               ", a multiple of 4" if key == "spill_kib" else "", default))
     for key in board:
         if key not in KEYS:
             problems.append("board %r: key %r is unknown and ignored" % (name, key))
     return problems, meter_ok
 
 
+def _kib(board, key):
+    low, high, default = SIZES[key]
+    kib = board.get(key, default)
+    ok = isinstance(kib, int) and not isinstance(kib, bool) and low <= kib <= high and \
+        (key != "spill_kib" or kib % 4 == 0)
+    return kib if ok else default
+
+
 def ring_kib(board):
-    ring = board.get("ring_kib", 48)
-    return ring if isinstance(ring, int) and MIN_RING_KIB <= ring <= MAX_RING_KIB else 48
+    return _kib(board, "ring_kib")
+
+
+def spill_kib(board):
+    return _kib(board, "spill_kib")

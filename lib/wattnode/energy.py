@@ -5,8 +5,9 @@ resets, power cuts, crashes and updates (Home Assistant's total_increasing count
 meter reset and adds the whole total again).
 
 RTC memory  (survives soft and watchdog resets, not a power cut) holds the total after every
-            slot, 16 bytes: u16 magic "WE", u16 version 1, u32 Wh, u32 sub-Wh remainder in dJ,
-            u32 check = (Wh + 7 * remainder + magic) mod 2**30. Writing it costs no flash. It
+            slot, in the first 16 bytes of the RTC image it shares with keep.py: u16 magic
+            "WE", u16 version 1, u32 Wh, u32 sub-Wh remainder in dJ, u32 check = (Wh + 7 *
+            remainder + magic) mod 2**30. Writing it costs no flash. It
             is written only once the total is settled (below), so a valid copy is exact.
 Flash       CHECKPOINT_FILE holds {"wh", "rem_dj", "time", "writes"}; it is replaced (temp file
             then rename: littlefs makes that power-safe) when BOTH the total has grown by
@@ -45,9 +46,11 @@ ORIGINS = {"checkpoint": "the flash checkpoint", "state": "its last state the br
 
 
 class EnergyStore:
-    def __init__(self, rtc, every_wh=100, every_s=21600, state_dir="."):
+    def __init__(self, rtc, every_wh=100, every_s=21600, state_dir=".", image=None):
+        """image: the RTC image shared with keep.py (its first 16 bytes are the total's);
+        without one, RTC memory holds the total alone."""
         self._rtc = rtc
-        self._buf = bytearray(_RTC_SIZE)
+        self._buf = image if image is not None else bytearray(_RTC_SIZE)
         self._path = state_dir + "/" + CHECKPOINT_FILE
         self.every_wh = every_wh
         self.every_s = every_s

@@ -14,7 +14,9 @@ before the main SUBACK, which the "state" handler then hears as None), and unsub
 stop_reading_state(); until then `hold` keeps batches back. SUBACKs are told apart by packet id.
 
 Store and forward (DESIGN.md, "the one idea")
-- A batch is the run of ring records from `ring.sent`; the broker's PUBACK moves `sent` on.
+- A batch is the run of ring records from `ring.sent` (ring.py: from the RAM ring, or from the
+  flash spill behind it, oldest first, with the interval its segment says; spill.py); the
+  broker's PUBACK moves `sent` on.
   Records stay in the ring until the collector's ack says they are on its disk. The acks
   (wire.py's table, parsed by wire.parse_ack): ACK, retained, after a commit: records below
   seq are stored; RESEND: the collector lacks records from resend; CLOCK, the answer to
@@ -274,11 +276,13 @@ class Link:
     def _send_batch(self):
         ring = self.ring
         n = ring.peek(self.batch_max)
+        if not n:
+            return  # records on the flash that cannot be read in now: the next pass tries
         seq = ring.sent
-        wire.pack_header(self._hdr, 0, n, self.interval_s, self.boot, seq, ring.dropped,
-                         ring.first)
-        self.bytes_sent += self.mq.publish_from(self.t_readings, self._hdr, ring.buf,
-                                                ring.offset(seq), n * wire.RECORD_SIZE)
+        wire.pack_header(self._hdr, 0, n, ring.src_interval_s or self.interval_s, self.boot,
+                         seq, ring.dropped, ring.first)
+        self.bytes_sent += self.mq.publish_from(self.t_readings, self._hdr, ring.src,
+                                                ring.src_off, n * wire.RECORD_SIZE)
         self._inflight_n = n
         self._inflight_seq = seq
         self._inflight_pid = self.mq.pid

@@ -3,6 +3,7 @@
     meter.poll() -> when a slot has ended: sampler.close() appends its record to the ring and
     the state is published -> link.service() (connect, acks, commands, the next batch)
     -> Home Assistant discovery when the link came up -> a clean reboot when a command asked
+    (early in a slot, so the next boot carries it on)
     -> clock.wait(next slot end, at most LOOP_MS)
 
 Clock and hardware are injected (hw/), so the same loop runs on a plug, and on the unix port
@@ -26,7 +27,15 @@ repl.status(), start.py's crash text). Its keys (None where not known yet):
   power_w voltage_v current_a                 the newest slot's means (None: missing)
   energy_wh energy_from energy_settled flash_writes   the total and its checkpoints
   relay rssi_dbm                              "ON" / "OFF"; the Wi-Fi signal (None: unknown)
-  capacity produced unacked unsent never_sent dropped   the ring, in readings
+  capacity produced unacked unsent never_sent dropped   the ring, in readings (produced:
+                                              sampled this boot; unacked and unsent count
+                                              the flash and what was kept from before too)
+  kept spill_readings spill_bytes spill_oldest_slot spill_capacity spill_dropped spill_torn
+  spill_writes                                the flash spill (spill.py): readings kept from
+                                              before this boot; on the flash now, in bytes,
+                                              the oldest one's slot (unix s); how many it
+                                              holds; dropped when full; damaged; segments
+                                              written this boot
   link_up connects batches bytes_sent acks resends bad_acks last_error   the link
   commands bad_commands                       messages on cmd and relay/set; refused ones
   meter_faults heap_free                      {fault kind: count}; bytes
@@ -42,7 +51,7 @@ import sys
 import time
 from binascii import hexlify
 
-from wattnode import __version__, forget, meters, wire
+from wattnode import __version__, forget, meters, spill, wire
 from wattnode.calib import Calibration
 from wattnode.clock import TimeKeeper
 from wattnode.energy import EnergyStore
@@ -56,6 +65,7 @@ LOOP_MS = const(100)
 HEALTHY_S = const(600)
 DRAIN_MS = const(30000)
 SETTLE_MS = const(60000)
+REBOOT_MARGIN_S = const(3)  # a clean reboot waits for the slot's end when it is this close
 _STATE_MIN_MS = const(1000)
 
 
@@ -74,7 +84,10 @@ def make_meter(board, hw, cfg, meter_ok, problems):
 
 class Node:
     def __init__(self, cfg, board, hw, problems, meter_ok, ring, on_healthy=None,
-                 config_path="config.json"):
+                 config_path="config.json", spill_kib=0):
+        """ring: the RAM ring, with the spill behind it (start.py makes both first), or
+        without: then spill_kib is the flash the spill may take (0: none, RTC memory still
+        keeps what a reset would lose)."""
         self.hw = hw
         self.cfg = cfg
         self.config_path = config_path
@@ -83,14 +96,21 @@ class Node:
         self.board_name = board.get("name", "?")
         self.chip = board.get("chip", "?")
         self.ring = ring
+        self.problems = problems
         self._on_healthy = on_healthy
         self.meter = make_meter(board, hw, cfg, meter_ok, problems)
         self.fault_log = meters.FaultLog(self.meter, "%s meter" % board.get("chip", "?"))
         self.metering = not isinstance(self.meter, meters.NoMeter)
         self.controls = Controls(board, hw, cfg["relay_power_on"])
         self.keeper = TimeKeeper(hw, cfg["ntp_host"] or None)
-        self.energy = EnergyStore(hw.rtc, cfg["checkpoint_wh"], cfg["checkpoint_s"])
+        if ring.behind is None:  # start.py makes it first; a test may not
+            spill.behind(ring, hw.rtc, spill_kib, cfg["interval_s"], problems.append)
+        self.spill = ring.behind
+        self.spill.say = self._problem
+        self.energy = EnergyStore(hw.rtc, cfg["checkpoint_wh"], cfg["checkpoint_s"],
+                                  image=self.spill.keep.image)
         wh, rem = self.energy.load()
+        self.spill.paused = not self.energy.settled  # records on flash could not be raised
         self._max_power_w = board.get("meter", {}).get("max_power_w", 3680)
         self.sampler = Sampler(self.meter, self.ring, cfg["interval_s"], wh, rem)
         self.boot = int.from_bytes(hw.urandom(4), "little")
@@ -100,11 +120,11 @@ class Node:
                           "state": self.on_own_state, "ota": self.on_ota})
         self.link.read_state = self.link.hold = not self.energy.settled
         self._settle_ms = -1  # when the link came up with the total still unsettled
+        self.stored_to_s = None  # the collector's newest slot of this plug (unix s; 0: none)
         self._heard_state = False  # the broker has sent what it retains of our state
         self.reboot_reason = None
         self._announced = 0  # link.connects when discovery was last sent
         self._boot_ticks = hw.clock.ticks_ms()
-        self.problems = problems
         self._state_ms = time.ticks_add(time.ticks_ms(), -_STATE_MIN_MS)
         self._first_slot = -1
         self._held = False
@@ -148,9 +168,14 @@ class Node:
             else:
                 self.problems.append(note)
 
+    def _problem(self, text):
+        """Said on the log topic once the link is up (the spill's news: spill.py)."""
+        self.problems.append(text)
+
     def settle(self):
         """The total's resume value is decided (energy.py): raise what was counted since boot
         to it, and let state and readings go."""
+        self.spill.paused = False
         add = self.energy.settle(self.sampler.energy_wh, self.sampler.rem_dj)
         if add:
             self.sampler.raise_total(add)
@@ -223,7 +248,7 @@ class Node:
                 self.broadlink.service()
             if self.link.up and self._announced != self.link.connects:
                 self.announce()
-            if self.reboot_reason:
+            if self.reboot_reason and self._early_in_slot(now):
                 self.reboot()
             ticks = clock.ticks_ms()
             if self.controls.poll(ticks):
@@ -324,7 +349,9 @@ class Node:
 
     def on_energy(self, wh, unix_s):
         """The rest of the collector's answer: the last energy total it holds for this plug
-        (-1: none). Whatever it says, the total is settled now."""
+        (-1: none). Whatever it says, the total is settled now. unix_s is the slot of that
+        total, its newest: a rollback's report counts the slots lost after it (otatrial.py)."""
+        self.stored_to_s = unix_s if wh >= 0 else 0
         if not self.energy.settled:
             if wh >= 0:
                 self.energy.offer(wh, unix_s - wire.EPOCH_UNIX, "collector")
@@ -385,8 +412,9 @@ class Node:
                                   % (_manifest_id(msg), __version__, reason), retain=True)
 
     def _load_ota(self, due, first):
-        """The update work the flash holds at boot (`due`: "trial" or "work"): otatrial.py for
-        a trial or an outcome to report, ota.py for a transfer to resume. At start-up the heap
+        """The update work the flash holds at boot (`due`: "trial", "grace" or "work"):
+        otatrial.py for a trial, a grace period or an outcome to report, ota.py for a transfer
+        to resume. At start-up the heap
         is at its fullest: without room then (`first`), it is tried once more on the loop's
         first pass, start-up's garbage gone; a MemoryError must not fail the start (main.py
         would leave a plug at the REPL, not metering). Without the heap for it even then, a
@@ -395,7 +423,7 @@ class Node:
         self._ota_due = None
         gc.collect()
         try:
-            if self.ota_trial is None and (due == "trial" or _on_flash("ota/result")):
+            if self.ota_trial is None and (due != "work" or _on_flash("ota/result")):
                 from wattnode import otatrial
                 self.ota_trial = otatrial.Trial(self)
             if self.ota is None and _on_flash("ota/stage/manifest"):
@@ -464,6 +492,13 @@ class Node:
         except MemoryError:
             pass  # the "info" command asks again; nothing depends on it
 
+    def _early_in_slot(self, now):
+        """A clean reboot waits until it is more than REBOOT_MARGIN_S before the slot's end
+        (for slots long enough): the next boot then carries on the same slot, so a reboot
+        (an update's switch, its rollback, a command) leaves no slot unmetered."""
+        s = self.sampler
+        return s.interval_s <= 2 * REBOOT_MARGIN_S or s.slot_end - now > REBOOT_MARGIN_S
+
     def uptime_s(self):
         return time.ticks_diff(self.hw.clock.ticks_ms(), self._boot_ticks) // 1000
 
@@ -504,7 +539,9 @@ class Node:
         now = self.keeper.now()
         power_w, voltage_v, current_a, _ = wire.units(s.power_dw, s.voltage_cv, s.current_ma,
                                                       wire.ENERGY_MISSING)
-        return {
+        sp = self.spill
+        on_flash, flash_bytes, oldest = sp.held(ring)
+        return {  # one literal: its table is allocated once, at its size (a tight heap)
             "node": self.node_id, "board": self.board_name, "chip": self.chip,
             "boot": self.boot, "interval_s": s.interval_s, "uptime_s": self.uptime_s(),
             "time": _unix(now), "time_from": self.keeper.source,
@@ -513,9 +550,9 @@ class Node:
             "energy_wh": s.energy_wh, "energy_from": energy.source,
             "energy_settled": energy.settled, "flash_writes": energy.writes,
             "relay": "ON" if self.controls.on else "OFF", "rssi_dbm": self.hw.rssi_dbm(),
-            "capacity": ring.capacity, "produced": ring.next, "unacked": ring.count(),
-            "unsent": ring.unsent(), "never_sent": ring.next - link.sent_top,
-            "dropped": ring.dropped,
+            "capacity": ring.capacity, "produced": ring.next - ring.base,
+            "unacked": ring.count(), "unsent": ring.unsent(),
+            "never_sent": ring.next - link.sent_top, "dropped": ring.dropped,
             "link_up": link.up, "connects": link.connects, "batches": link.batches,
             "bytes_sent": link.bytes_sent, "acks": link.acks, "resends": link.resends,
             "bad_acks": link.bad_acks, "last_error": link.last_error,
@@ -524,6 +561,9 @@ class Node:
             "broadlink": self.cfg["broadlink"],
             "broadlink_counts": self.broadlink.counts() if self.broadlink else None,
             "version": __version__,
+            "kept": sp.kept, "spill_readings": on_flash, "spill_bytes": flash_bytes,
+            "spill_oldest_slot": _unix(oldest), "spill_capacity": sp.capacity(),
+            "spill_dropped": sp.dropped, "spill_torn": sp.torn, "spill_writes": sp.writes,
         }
 
 
@@ -547,13 +587,14 @@ def _manifest_id(msg):
 
 def _ota_work():
     """The over-the-air update work the flash holds for this boot (the files of ota.py's
-    notes): "trial" (a version on trial), "work" (an outcome to report, a transfer to resume)
-    or None."""
+    notes): "trial" (a version on trial), "grace" (a version in its grace period), "work" (an
+    outcome to report, a transfer to resume) or None."""
     try:
         with open("ota/boot") as f:
-            if " trial " in f.read():
-                return "trial"
-    except OSError:
+            state = f.read().split()[2]
+        if state in ("trial", "grace"):
+            return state
+    except (OSError, IndexError):
         pass
     if _on_flash("ota/result") or _on_flash("ota/stage/manifest"):
         return "work"

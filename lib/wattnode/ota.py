@@ -35,7 +35,7 @@ accepted (ota/serial) and refuses any manifest whose serial is not above it: an 
 replayed (a downgrade to a version with a known flaw, or the same update again) is refused with
 a reason, and the running version is untouched. The serial is about replay, not versions: the
 operator downgrades on purpose by signing the older version with a newer serial (`wattlog ota`
-gives every manifest one, host/wattlog/ota.py says how). It is written (atomically) when a
+gives every manifest one, host/wattlog/fleet/ota.py says how). It is written (atomically) when a
 manifest is accepted, before a byte of the transfer, and neither a reboot, a switch nor a
 rollback touches it.
 
@@ -59,12 +59,18 @@ Flash layout (the flash root; boot.py reads the pointer, main.py reports a faile
                              ota/serial.tmp and renamed)
 Free flash: the manifest's total plus FLASH_MARGIN must be free before a byte is written.
 
+Staged files: each is kept (renamed from .part) only once its sha256 matches, and every staged
+file is hashed again when a transfer resumes after a reboot and right before the switch: a
+file the flash altered since (a bit flipped while the plug was off) refuses the update as a
+whole, with its name, and nothing switches.
+
 Trial: after the switch the plug reboots (draining what it holds first, node.reboot()) into the
-new version "on trial". It is confirmed (the pointer says ok) once the link is up, a slot has
-been sampled and the collector has acknowledged a reading of this boot (ring.first > 0), all
-within trial_s; otherwise it rolls back to the previous version. boot.py rolls back a version
-on trial that crashed (the crash counter start.py keeps) or failed to start (ota/failed), or
-that has booted MAX_TRIAL_BOOTS times without being confirmed. The previous version is kept.
+new version "on trial", which must run its whole trial_s in one boot, sampling, with its
+readings acknowledged by the collector; it is then confirmed (the pointer says "grace", then
+"ok" once it has run a while), otherwise rolled back to the previous version (otatrial.py).
+boot.py rolls back a version on trial that crashed (the crash counter start.py keeps), failed
+to start (ota/failed), was reset by the watchdog or has booted MAX_TRIAL_BOOTS times without
+being confirmed, and one in its grace period that crash-loops. The previous version is kept.
 """
 
 import json
@@ -104,6 +110,7 @@ class Updater:
         self.stale = 0        # chunks that were not the one expected
         self.refused = None   # the reason the last update was refused
         self.high_water = 0   # the most heap in use after an OTA message (after a collection)
+        self.pending = None   # a refusal found while the link was down (a resumed transfer)
         if staged is not None:
             self._resume(staged)
 
@@ -196,8 +203,9 @@ class Updater:
             self._start_file()
 
     def _resume(self, m):
-        """After a reboot: carry on from what the flash holds (whole files were verified
-        before they were renamed; a .part file is hashed again as it is)."""
+        """After a reboot: carry on from what the flash holds. Whole files are hashed again
+        (the flash may have altered one since it was verified: the update is then refused,
+        once the link is up to say so); a .part file is hashed as it is."""
         self.m = m
         self.done = 0
         for i, (name, size, _) in enumerate(m["files"]):
@@ -205,33 +213,46 @@ class Updater:
                 self.done += size
                 continue
             self.f = i
-            self.h = sha256()
-            self.off = 0
-            buf = bytearray(CHUNK)
             try:
-                with open(STAGE + "/" + name + ".part", "rb") as f:
-                    while True:
-                        n = f.readinto(buf)
-                        if not n:
-                            break
-                        self.h.update(memoryview(buf)[:n])
-                        self.off += n
+                self.h, self.off = _hash(STAGE + "/" + name + ".part")
             except OSError:
                 self._start_file()
             if self.off > size:
                 self._start_file()
             self.done += self.off
-            self.moved_ms = time.ticks_ms()
-            if self.off == size:
-                self._file_done()  # whole when the plug stopped: checked as a last chunk is
-            return
-        self.f = len(m["files"])
-        self._switch()
+            break
+        else:
+            self.f = len(m["files"])
+        self.moved_ms = time.ticks_ms()
+        self.pending = self._altered()
+        if self.pending is None and self.f < len(m["files"]) and \
+                self.off == m["files"][self.f][1]:
+            self._file_done()  # whole when the plug stopped: checked as a last chunk is
+        elif self.pending is None and self.f == len(m["files"]):
+            self._switch()
+
+    def _altered(self):
+        """Why the update must be refused because a staged file no longer matches its sha256
+        (the flash altered it since it was verified), or None."""
+        m = self.m
+        for name, size, digest in m["files"][:self.f]:
+            try:
+                h, n = _hash(STAGE + "/" + name)
+            except OSError:
+                h, n = None, -1
+            if n != size or h.digest() != digest:
+                return "%s changed on the flash after it was verified (its sha256 no longer " \
+                       "matches the manifest)" % name
+        return None
 
     def service(self):
         """From the node's loop while the link is up: ask for chunks, give up a stalled
         transfer."""
         if self.m is None:
+            return
+        if self.pending is not None:  # found as the transfer resumed, said now the link is up
+            self.refuse(self.m, self.pending)
+            self.pending = None
             return
         now = time.ticks_ms()
         if time.ticks_diff(now, self.moved_ms) > STALL_MS:
@@ -253,6 +274,10 @@ class Updater:
 
     def _switch(self):
         m = self.m
+        why = self._altered()  # every staged file once more, right before the pointer moves
+        if why is not None:
+            self.refuse(m, why)
+            return
         name = "u" + m["id"]
         p = read_pointer() or ["-", "-", "ok", 0, 0]
         cur = p[0]
@@ -298,3 +323,17 @@ class Updater:
         used = gc.mem_alloc()
         if used > self.high_water:
             self.high_water = used
+
+
+def _hash(path):
+    """(the running sha256 of the file at path, its length), read CHUNK bytes at a time."""
+    h = sha256()
+    n = 0
+    buf = bytearray(CHUNK)
+    with open(path, "rb") as f:
+        while True:
+            k = f.readinto(buf)
+            if not k:
+                return h, n
+            h.update(memoryview(buf)[:k])
+            n += k

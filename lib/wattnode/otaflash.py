@@ -76,9 +76,12 @@ def running():
     return wattnode.__version__
 
 
-def status(link, state, uid, version, reason=None, done=0, total=None, heap_max=0):
+def status(link, state, uid, version, reason=None, done=0, total=None, heap_max=0, lost=None):
     """ota/status (retained): where an update stands; `wattlog ota` and `wattlog nodes` read
-    it. heap_max: the most heap in use after an OTA message (ota.py)."""
-    link.publish(link.t_ota_status, json.dumps({
-        "id": uid, "state": state, "version": version or running(), "running": running(),
-        "reason": reason, "done": done, "heap_max": heap_max, "total": total}), retain=True)
+    it. heap_max: the most heap in use after an OTA message (ota.py); lost: the slots a
+    rollback lost (otatrial.py), which the collector counts."""
+    msg = {"id": uid, "state": state, "version": version or running(), "running": running(),
+           "reason": reason, "done": done, "heap_max": heap_max, "total": total}
+    if lost is not None:
+        msg["lost"] = lost
+    link.publish(link.t_ota_status, json.dumps(msg), retain=True)

@@ -134,9 +134,10 @@ def relay(on=None):
 
 def _ring_line(st):
     iv = st["interval_s"]
-    return ("ring       %d of %d readings held (%.1f h at %d s), %d dropped since boot, next seq %d"
-            % (st["unacked"], st["capacity"], st["capacity"] * iv / 3600, iv, st["dropped"],
-               st["produced"]))
+    return ("ring       %d readings held, %d dropped since boot; in RAM up to %d (%.1f h at %d "
+            "s), on the flash %d of %d (%d bytes), %d kept from before this boot"
+            % (st["unacked"], st["dropped"], st["capacity"], st["capacity"] * iv / 3600, iv,
+               st["spill_readings"], st["spill_capacity"], st["spill_bytes"], st["kept"]))
 
 
 def ring():
@@ -156,7 +157,7 @@ def readings(n=10):
     r = node.ring
     out = []
     print("time         power W   voltage V  current A  energy kWh")
-    for seq in range(max(r.first, r.next - n), r.next):
+    for seq in range(max(r.low, r.next - n), r.next):  # those in RAM
         t, p, e, v, i = struct.unpack_from(wire.RECORD_FMT, r.buf, r.offset(seq))
         row = (t + wire.EPOCH_UNIX,) + wire.units(p, v, i, e)
         out.append(row)

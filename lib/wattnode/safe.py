@@ -6,6 +6,8 @@ Safe mode is entered when
   - the board's button is held down while the plug boots (pressed throughout HOLD_MS), or
   - the node crashed MAX_CRASHES times in a row (start.py counts crashes in a file and logs
     them to crash.log); the count is then cleared, so the next reset tries the app again.
+    A version just confirmed by an update is sent back to the previous one instead (boot.py,
+    which runs first: its grace period, wattnode/otatrial.py).
 On the unix port there is no button to read (machine has no Pin): only the crash rule applies.
 
 It also keeps mpremote's sessions alive: after a soft reset (mpremote makes one before any

@@ -3,8 +3,9 @@
 Slot k covers node seconds [k * interval_s, (k + 1) * interval_s). When the clock reaches the
 end of a slot, close() ends the meter's measurement window and appends one record to the ring,
 stamped with the slot start:
-  power   window energy / window length (to the nearest 0.1 W): the slot's mean, so the stored
-          series integrates to the meter's energy
+  power   window energy / window length in milliseconds (to the nearest 0.1 W): the slot's
+          mean, so the stored series integrates to the meter's energy; the first slot after a
+          boot covers only the part of it after the boot, and its mean is over that part
   voltage, current   the meter's means over the window
   energy  the node's counter in Wh; the part below 1 Wh is carried in deci-joules, never lost
 A window in which the meter gave no valid data yields a record whose values are missing, never
@@ -20,8 +21,9 @@ its slots from where it really lies on the wall clock: [now - length, now]. So
   - a clock stepped forward yields one record in the new time, not a run of invented slots;
   - no record is ever stamped at or before the last one: after a step back, the window grows
     until the wall clock passes the last slot again (nothing is lost, nothing duplicated).
-raise_total() adds to the counter, and to the records still in the ring, when the total turns
-out to resume higher (energy.py: settled after a power cut, before any record was sent).
+raise_total() adds to the counter, and to this boot's records in the ring, when the total turns
+out to resume higher (energy.py: settled after a power cut, before any record was sent; the
+spill writes none of them to flash before: spill.py).
 Integers only, nothing allocated per sample.
 """
 
@@ -35,6 +37,18 @@ from micropython import const
 MAX_FILL = const(360)
 _DJ_PER_WH = const(36000)
 _U16_TOP = const(0xFFFE)
+_MS_EXACT = const(1 << 19)  # windows up to 524 s: their mean from the exact length, in small ints
+
+
+def _mean_dw(energy_dj, span_ms):
+    """energy_dj / span_ms in 0.1 W (dJ / s = dW), rounded, in small ints on a 32-bit port:
+    the remainder times 2000 stays below 2**30 for spans under _MS_EXACT; a longer window (a
+    held-up loop spanning many slots) takes whole seconds, 0.1 % at most from its length."""
+    if span_ms < _MS_EXACT:
+        q = energy_dj // span_ms
+        return q * 1000 + ((energy_dj - q * span_ms) * 2000 + span_ms) // (2 * span_ms)
+    span_s = (span_ms + 500) // 1000
+    return (2 * energy_dj + span_s) // (2 * span_s)
 
 
 def _u16(value):
@@ -74,7 +88,8 @@ class Sampler:
         """Close the window at wall time now_s; returns how many records it appended (0 when
         no slot after the last one has ended yet: the window goes on)."""
         iv = self.interval_s
-        span_s = (ticks_diff(ticks, self._from_ticks) + 500) // 1000
+        span_ms = ticks_diff(ticks, self._from_ticks)
+        span_s = (span_ms + 500) // 1000
         last_start = (now_s // iv - 1) * iv
         if last_start <= self.last_slot or span_s <= 0:
             self.slot_end = (now_s // iv + 1) * iv if last_start > self.last_slot \
@@ -92,7 +107,7 @@ class Sampler:
         self.energy_wh += rem // _DJ_PER_WH
         self.rem_dj = rem % _DJ_PER_WH
         if self.ok:
-            power_dw = (2 * energy_dj + span_s) // (2 * span_s)
+            power_dw = _mean_dw(energy_dj, span_ms)
             energy_wh = self.energy_wh
         else:
             power_dw = wire.POWER_MISSING
@@ -112,11 +127,12 @@ class Sampler:
         return (last_start - first) // iv + 1
 
     def raise_total(self, add_wh):
-        """Add add_wh to the counter and to every record the ring holds (the node sends none
-        before its total is settled: energy.py). Once per boot at most; it allocates."""
+        """Add add_wh to the counter and to every record of this boot the ring holds (the node
+        sends none before its total is settled: energy.py; records kept from before this boot
+        keep theirs). Once per boot at most; it allocates."""
         self.energy_wh += add_wh
         ring = self.ring
-        for seq in range(ring.first, ring.next):
+        for seq in range(ring.low if ring.low > ring.base else ring.base, ring.next):
             off = ring.offset(seq)
             t_s, power_dw, energy_wh, voltage_cv, current_ma = \
                 struct.unpack_from(wire.RECORD_FMT, ring.buf, off)

@@ -1,8 +1,9 @@
 """start.py - start-up, Ctrl-C and crash handling: what firmware/main.py runs.
 
 Order matters for memory: config.json and board.json are read and the ring is allocated
-first, while the heap is still in one piece (the ring is one block of ring_kib KiB), and only
-then are the big modules imported. What only start-up needs (config.py, board.py, and safe.py,
+first, while the heap is still in one piece (the ring is one block of ring_kib KiB), then the
+spill behind it (its RTC image and index; spill.behind() loads what the boot before kept,
+with spillboot.py, which goes again), and only then are the big modules imported. What only start-up needs (config.py, board.py, and safe.py,
 which boot.py ran) is unloaded before that (wattnode.forget): about 20 KiB of a 64-bit heap
 that the node's run, an update or the Broadlink protocol can use. The node then runs under
 the watchdog.
@@ -20,8 +21,10 @@ the node sends what it holds first.
 When the loop dies of an exception, the traceback goes to CRASH_LOG on the flash (at most
 CRASH_LOG_MAX bytes: older entries are dropped, so a crash loop cannot wear or fill the
 flash), the crash counter in CRASHES_FILE goes up, the energy total is checkpointed and the
-plug resets. After 3 crashes in a row boot.py keeps the app from starting (safe mode, see
-safe.py); the counter goes back to 0 once the node has run node.HEALTHY_S without crashing.
+plug resets. The readings it held are not lost: what the flash does not hold is in RTC memory
+(keep.py), and the next boot sends it first (spill.py). After 3 crashes in a row boot.py
+keeps the app from starting (safe mode, see safe.py); the counter goes back to 0 once the
+node has run node.HEALTHY_S without crashing.
 """
 
 import gc
@@ -79,21 +82,25 @@ def main(config_path="config.json", board_path="board.json"):
     board_problems, meter_ok = boardfile.check(board)
     problems.extend(board_problems)
     ring_kib = boardfile.ring_kib(board)
+    spill_kib = boardfile.spill_kib(board)
     no_wifi = config.no_wifi(cfg, config_path)
     del boardfile, config
     forget("board", "config", "safe")
     gc.collect()
     ring = Ring(ring_kib * 1024 // wire.RECORD_SIZE)  # while the heap is whole
-    from wattnode import hw as hal
-    from wattnode.node import Node
+    from wattnode import hw as hal, spill
     hw = hal.load(board, cfg)
+    spill.behind(ring, hw.rtc, spill_kib, cfg["interval_s"], problems.append)  # and its buffers
+    gc.collect()  # the spill's start-up work is gone before the node's modules come
+    from wattnode.node import Node
     if no_wifi and hw.wireless:  # said at every boot: the console is all such a plug has
         print("wattnode: " + no_wifi)
         problems.append(no_wifi)
     global node
     node = Node(cfg, board, hw, problems, meter_ok, ring, lambda: set_crash_count(0), config_path)
-    print("wattnode %s: board %r, interval %d s, ring %d records"
-          % (node.node_id, board.get("name"), cfg["interval_s"], ring.capacity))
+    print("wattnode %s: board %r, interval %d s, ring %d records, spill %d, kept %d"
+          % (node.node_id, board.get("name"), cfg["interval_s"], ring.capacity,
+             node.spill.capacity(), ring.next))
     run(node)
 
 
@@ -137,9 +144,10 @@ def crash_text(node, e):
     except MemoryError:
         return "crash at node time %d (no heap left to count its readings):\n%s" % (
             now_s, out.getvalue()), None
-    return ("crash at node time %d after %d readings from slot %s, %d of them unsent (%d never "
-            "sent):\n%s") % (now_s, st["produced"], st["first_slot"], st["unsent"],
-                              st["never_sent"], out.getvalue()), line
+    return ("crash at node time %d after %d readings from slot %s; %d held, %d of them unsent "
+            "(%d never sent), kept across the reset by RTC memory and the flash:\n%s") % (
+                now_s, st["produced"], st["first_slot"], st["unacked"], st["unsent"],
+                st["never_sent"], out.getvalue()), line
 
 
 def stopped(node):

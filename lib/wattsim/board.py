@@ -5,7 +5,8 @@ Board emulates any board file: its meter pins and UART are wired to a simulated 
 (chips.py) that measures the load profile the simulation's settings name, with their faults;
 a board whose chip is "sim" gets the exact meter (meter.py) instead. The settings come from
 sim.json in the flash folder (tools/simnode writes it), or from the `sim` argument in tests:
-  profile        "washer", "fridge", "heatpump", "constant[:W]" (profiles.py)
+  profile        "washer", "dishwasher", "fridge", "heatpump", "tv" (each may take
+                 start times: "washer:0930+1400"), "constant[:W]" (profiles.py)
   start, speed, then_realtime   the clock (clock.py): unix seconds; N or "max"
   faults         the simulated chip's faults (chips.FAULTS)
   crash_after_s  the loop raises after that much node time, to exercise crash handling
@@ -35,7 +36,9 @@ RTC memory lives in a file that survives a reset (the process restarting) but no
 (simnode --power-cut deletes it). The watchdog counts node time and resets the plug when
 starved (SimWatchdog). A reset ends the process with RESET_EXIT, which tools/simnode and
 tools/fakeboard take as "boot it again"; the world's clock goes on: the node time reached is
-kept in CLOCK_FILE for the next boot of a free-running plug.
+kept in CLOCK_FILE for the next boot of a free-running plug. Why it reset is kept in
+RESET_CAUSE_FILE, the register machine.reset_cause() reads on the simulator (rom/machine.py:
+firmware/boot.py rolls back a version on trial that the watchdog reset).
 """
 
 import json
@@ -47,9 +50,13 @@ from wattnode import wire
 from wattsim.clock import SimClock
 
 RESET_EXIT = 3  # the process's exit status for "reset me" (tools/simnode, tools/fakeboard)
+RTC_BYTES = 2048  # machine.RTC().memory() on an ESP32 (MICROPY_HW_RTC_USER_MEM_MAX)
 SETTINGS_FILE = "sim.json"
 CLOCK_FILE = ".sim-clock"  # true unix seconds reached when the plug last reset
 DEFAULT_MAC = "020000000001"
+RESET_CAUSE_FILE = ".reset-cause"  # rom/machine.py reads it: machine.reset_cause()
+WDT_RESET = 3   # machine.WDT_RESET
+SOFT_RESET = 5  # machine.SOFT_RESET: what an ESP32 reads after machine.reset()
 
 
 class SimPin:
@@ -86,7 +93,8 @@ class SimPixel:
 
 
 class SimRTCMemory:
-    """machine.RTC().memory(): kept in a file, so it survives the node process restarting.
+    """machine.RTC().memory(): kept in a file, so it survives the node process restarting;
+    at most RTC_BYTES, as on an ESP32 (a longer buffer: ValueError, as there).
     The node writes it after every slot: the file stays open and each write replaces its
     bytes in place, with no flush (which syncs the disk: a free-running plug would spend half
     its time there); the kernel has them at once, so a killed process loses nothing."""
@@ -104,6 +112,8 @@ class SimRTCMemory:
             return b""
 
     def write(self, data):
+        if len(data) > RTC_BYTES:
+            raise ValueError("buffer too long")
         if self._f is None or len(data) != self._n:  # first, or a size that truncates
             if self._f is not None:
                 self._f.close()
@@ -111,6 +121,21 @@ class SimRTCMemory:
             self._n = len(data)
         self._f.seek(0)
         self._f.write(data)
+
+
+class MemoryRTC:
+    """machine.RTC().memory() in RAM, for benches and tests that need no reset to outlive."""
+
+    def __init__(self):
+        self.data = b""
+
+    def read(self):
+        return self.data
+
+    def write(self, data):
+        if len(data) > RTC_BYTES:
+            raise ValueError("buffer too long")
+        self.data = bytes(data)
 
 
 class SimWatchdog:
@@ -223,7 +248,7 @@ class Board:
         return self.chip.counter(pin, self.pin(pin))
 
     def watchdog(self, timeout_ms):
-        return SimWatchdog(self.clock, timeout_ms, self.reset)
+        return SimWatchdog(self.clock, timeout_ms, lambda: self._reset(WDT_RESET))
 
     def wifi_up(self):
         return self._joined
@@ -246,9 +271,15 @@ class Board:
     def reset(self, soft=False):
         """The process ends with RESET_EXIT; tools/simnode starts it again, like a plug
         rebooting (RTC memory, in its file, survives; a power cut deletes it)."""
-        try:
-            with open(self._flash_dir + "/" + CLOCK_FILE, "w") as f:
-                f.write(str(self.clock.true_s() + wire.EPOCH_UNIX))
-        except OSError:
-            pass  # a paced run's next boot goes by the wall clock anyway
+        self._reset(SOFT_RESET)
+
+    def _reset(self, cause):
+        for name, text in ((CLOCK_FILE, str(self.clock.true_s() + wire.EPOCH_UNIX)),
+                           (RESET_CAUSE_FILE, str(cause))):
+            try:
+                with open(self._flash_dir + "/" + name, "w") as f:
+                    f.write(text)
+            except OSError:
+                pass  # a paced run's next boot goes by the wall clock anyway; boot.py then
+                # reads a power-on
         sys.exit(RESET_EXIT)

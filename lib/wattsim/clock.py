@@ -13,11 +13,13 @@ seconds, in the past):
                    total unsettled (connecting, waiting for the collector's answer, an
                    outage) it runs paced at FREE_FALLBACK (1000x): a connection that takes
                    50 ms costs 5 slots, not hours of them, and a run whose plug never gets
-                   through still ends soon. While all but an eighth of its ring awaits the
+                   through still ends soon. While all but an eighth of its RAM ring awaits the
                    collector's ack node time holds (sleeping HOLD_MS a wait), as a collector
                    that commits every few seconds would otherwise see hours of readings pile
-                   up between two commits and the ring drop them. For tests that end on a
-                   condition.
+                   up between two commits and go to the flash spill (or be dropped) - unless
+                   the collector has acknowledged nothing for ACK_PATIENCE_MS of real time:
+                   then it is away (an outage), and node time runs on into the spill. For
+                   tests that end on a condition.
 When node time reaches the present the run ends - RunEnded, a KeyboardInterrupt, so it ends as
 Ctrl-C ends tools/simnode's run: the node sends what it holds first (start.stopped) - or, with
 then_realtime, carries on at real speed. Either way it says so once on standard output
@@ -46,6 +48,7 @@ FREE = "max"
 FREE_FALLBACK = 1000  # a free-running clock's speed while the node waits for the network
 HOLD_MS = 5
 PRESENT_LINE = "wattsim: node time reached the present; real time from here"
+ACK_PATIENCE_MS = 30000  # no ack for this long (real time): the collector is away
 
 
 class RunEnded(KeyboardInterrupt):
@@ -73,6 +76,7 @@ class SimClock:
         self._crash_ms = None if crash_after_s is None else crash_after_s * 1000
         self._rtc_s = UNSET_RTC_S - self.start_s if unset else 0
         self.watchdog = None  # the plug's SimWatchdog, once armed: checked as time moves on
+        self._acks = [-1, time.ticks_ms()]  # when the node last heard an ack (real ticks)
         self.ended = False    # the run has reached the present and ended (RunEnded)
         self._anchor()
         if then_realtime and not past:
@@ -121,7 +125,7 @@ class SimClock:
             target = self._ms + poll_ms
         if target <= self._ms:
             return
-        world = _waiting_for_the_world() if self.free else _PACE
+        world = _waiting_for_the_world(self._acks) if self.free else _PACE
         if world == _HOLD:
             time.sleep_ms(HOLD_MS if HOLD_MS < max_ms else max_ms)
             self._anchor()
@@ -162,15 +166,23 @@ _PACE = 1
 _HOLD = 2
 
 
-def _waiting_for_the_world():
+def _waiting_for_the_world(acks):
     """What a free-running clock does for the running node (start.node, the node that
     firmware/main.py runs, as the REPL helpers find it): _PACE while its link is down or its
-    energy total unsettled, _HOLD while all but an eighth of its ring awaits the collector's
-    ack, else _NONE."""
+    energy total unsettled, _HOLD while all but an eighth of its RAM ring awaits the
+    collector's ack and the collector acknowledged something in the last ACK_PATIENCE_MS,
+    else _NONE. acks: the clock's [the node's ack count when it last changed, real ticks
+    then], kept up to date here."""
     node = start.node
     if node is None:
         return _NONE
+    now = time.ticks_ms()
+    if node.link.acks != acks[0]:
+        acks[0], acks[1] = node.link.acks, now
     if not node.link.up or not node.energy.settled:
         return _PACE
     ring = node.ring
-    return _HOLD if ring.count() + ring.capacity // 8 >= ring.capacity else _NONE
+    if ring.in_ram() + ring.capacity // 8 < ring.capacity or \
+            time.ticks_diff(now, acks[1]) >= ACK_PATIENCE_MS:
+        return _NONE
+    return _HOLD

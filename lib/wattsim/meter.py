@@ -1,14 +1,18 @@
 """meter.py - a meter that measures a simulated appliance exactly: the driver of chip "sim".
 
 Covers: the simulated board (boards/sim.json). Each poll integrates the profile (profiles.py)
-second by second from the previous poll up to the clock's current whole second of true time
-(the load follows true time, whatever the plug's RTC says), so a window's energy is exactly
-the sum of the profile's per-second power over it, whatever the polling rhythm, and the mean
-voltage and current are the means of the per-second values. That exactness is what lets the
-end-to-end tests compute every stored slot independently. While the plug's relay is open
-(the board calls switch()) the load draws nothing: 0 W and 0 A at the mains voltage;
-the seconds before a switch are counted in the old state first, the second it happens in and
-those after in the new one.
+from the previous poll up to the clock's millisecond of true time (the load follows true time,
+whatever the plug's RTC says; its power is constant through each true second): a window's
+energy is exactly the profile's power over the window's true milliseconds, whatever the
+polling rhythm, so a window of whole seconds (every slot but a boot's first) holds exactly
+the sum of the profile's per-second power, and the first one, from a boot in the middle of a
+second, only what came after the boot. The energy below a deci-joule is carried to the next
+poll, never lost. The mean voltage and current are the means of the per-second values of the
+seconds the window completed (or began, for a window within one second). That exactness is
+what lets the end-to-end tests compute every stored slot independently. While the plug's
+relay is open (the board calls switch()) the load draws nothing: 0 W and 0 A at the mains
+voltage; the time before a switch is counted in the old state, from its millisecond on in the
+new one.
 """
 
 from wattnode.meters import Meter
@@ -23,24 +27,33 @@ class SimMeter(Meter):
         self._clock = clock
         self.profile = Profile(profile)
         self.powered = True
-        self._t = clock.true_s()
+        self._ms = clock.time_ms()  # node ms integrated up to
+        self._rem = 0               # energy below 1 dJ carried, in 0.1 W x ms
 
     def switch(self, on, t_ms):
-        """The relay powers the load (on) or not, from the present second."""
+        """The relay powers the load (on) or not, from the present millisecond."""
         self.poll()
         self.powered = on
 
     def poll(self):
-        now = self._clock.true_s()
-        t = self._t
-        while t < now:
-            p = self.profile.power_dw(t) if self.powered else 0
-            v = voltage_cv(t)
-            i = self.profile.current_ma(p, v)
-            self._add(p, v, i)  # p (0.1 W) for one second is p deci-joules
+        now = self._clock.time_ms()
+        start_s = self._clock.true_s() - now // 1000  # the true second of node ms 0
+        ms = self._ms
+        while ms < now:
+            s = ms // 1000
+            end = (s + 1) * 1000 if (s + 1) * 1000 < now else now
+            p = self.profile.power_dw(start_s + s) if self.powered else 0
+            e = self._rem + p * (end - ms)  # p (0.1 W) for 1000 ms is p deci-joules
+            self._rem = e % 1000
+            whole = end % 1000 == 0
+            if whole or not self._v_n:
+                v = voltage_cv(start_s + s)
+                self._add(e // 1000, v, self.profile.current_ma(p, v))
+            else:
+                self._add(e // 1000, -1, -1)
             self.power_dw = p
-            t += 1
-        self._t = t
+            ms = end
+        self._ms = ms
 
 
 def create(board, hw, cal):

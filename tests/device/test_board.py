@@ -5,7 +5,7 @@ import json
 import os
 import unittest
 
-from wattnode import board, meters
+from wattnode import board, meters, spill, wire
 from wattnode.node import make_meter
 from rig import BOARDS
 
@@ -24,6 +24,17 @@ class TestBoards(unittest.TestCase):
             self.assertEqual(board.check(b), ([], True), name)
             if b.get("hal", "esp32") != "sim":
                 self.assertEqual(b["verified"], False, name)  # nobody has checked them on a plug
+
+    def test_each_board_says_the_days_it_holds_and_holds_a_week(self):
+        """holds_days is what the plug holds at 10 s: its flash spill's readings (spill.py: 4 KiB
+        files of 252; the RAM ring's are on the flash too, but for the newest 126), or its
+        ring's if that is the larger; at least 7 days on every board."""
+        for name in os.listdir(BOARDS):
+            b = load(name)
+            readings = max(board.ring_kib(b) * 1024 // wire.RECORD_SIZE,
+                           board.spill_kib(b) * 1024 // spill.FILE_BYTES * spill.FILE_RECORDS)
+            self.assertEqual(b["holds_days"], round(readings * 10 / 86400, 1), name)
+            self.assertTrue(readings >= 7 * 8640, name)
 
     def test_the_issue_s_plugs_are_there(self):
         chips = {load(n)["name"]: load(n)["chip"] for n in os.listdir(BOARDS)}
@@ -50,6 +61,13 @@ class TestBoards(unittest.TestCase):
         self.assertIn("talks at 4800 baud, not 9600", problems[1])
         self.assertEqual(board.check({"name": "z", "chip": "ade7953", "pins": {}})[1], False)
         self.assertEqual(board.check([1, 2]), (["the board file does not hold a JSON object"], False))
+        problems, ok = board.check({"name": "s", "chip": "cse7766", "pins": {"rx": 16},
+                                    "spill_kib": 1023, "ring_kib": True})
+        self.assertEqual(problems, ["board 's': ring_kib = True must be 4..96; using 32",
+                                    "board 's': spill_kib = 1023 must be 0..4096, a multiple of "
+                                    "4; using 1000"])
+        self.assertEqual((board.spill_kib({"spill_kib": 1023}), board.spill_kib({"spill_kib": 0})),
+                         (1000, 0))
 
     def test_a_relay_pin_problem_does_not_stop_metering(self):
         problems, ok = board.check({"name": "x", "chip": "cse7766", "pins": {"relay": 34, "rx": 16}})

@@ -168,6 +168,50 @@ class TestOta(unittest.TestCase):
         self.assertIsNone(up.refused)
         self.assertEqual(otaflash.read_pointer()[:3], ["u0a0b0c0d", "-", "trial"])
 
+    def flip(self, path, at=7):
+        with open(path, "rb") as f:
+            data = bytearray(f.read())
+        data[at] ^= 1
+        with open(path, "wb") as f:
+            f.write(data)
+
+    def test_a_staged_file_altered_while_the_plug_was_off_is_refused_at_resume(self):
+        """Cut mid-transfer, a byte of a file already verified and staged flipped on the
+        flash, powered on: the resumed transfer hashes every staged file again and refuses
+        the update (once its link is up to say so); nothing switches, the stage is gone."""
+        files = FILES + [("wattnode/more.py", bytes(range(200)) * 3)]
+        self.send(manifest(files))
+        self.send(chunk(0, 0, files[0][1]), "chunk")
+        self.send(chunk(1, 0, files[1][1][:1024]), "chunk")
+        self.send(chunk(1, 1024, files[1][1][1024:2048]), "chunk")
+        self.send(chunk(1, 2048, files[1][1][2048:]), "chunk")  # extra.py whole: verified
+        self.flip("ota/stage/wattnode/extra.py")
+        self.node = self.make_node()  # the power comes back
+        up = self.node.ota
+        self.assertIsNone(otaflash.read_pointer())
+        self.connect(self.node)
+        up.service()
+        self.assertIn("wattnode/extra.py changed on the flash after it was verified",
+                      up.refused)
+        self.assertIn(b"refused", self.sent())
+        self.assertIsNone(otaflash.read_pointer())
+        self.assertFalse("stage" in os.listdir("ota"))
+        self.assertIsNone(self.node.reboot_reason)
+
+    def test_a_staged_file_altered_before_the_switch_is_refused(self):
+        """A file verified and staged, then altered on the flash while the rest comes in: the
+        check right before the pointer moves refuses the update."""
+        self.send(manifest(FILES))
+        self.send(chunk(0, 0, FILES[0][1]), "chunk")
+        self.flip("ota/stage/wattnode/__init__.py", at=2)
+        for off in range(0, len(FILES[1][1]), ota.CHUNK):
+            self.send(chunk(1, off, FILES[1][1][off:off + ota.CHUNK]), "chunk")
+        self.assertIn("wattnode/__init__.py changed on the flash after it was verified",
+                      self.node.ota.refused)
+        self.assertIsNone(otaflash.read_pointer())
+        self.assertIsNone(self.node.reboot_reason)
+        self.assertFalse("stage" in os.listdir("ota"))
+
     def confirm(self):
         """The version on trial confirmed, as a trial's ack does (the pointer says ok)."""
         p = otaflash.read_pointer()
@@ -232,26 +276,66 @@ class TestOta(unittest.TestCase):
         self.assertIn("serial", self.node.ota.refused)
         self.assertIsNone(self.node.ota.m)
 
+    def connect(self, node):
+        """The node's link as connect() leaves it, on a loopback socket; the server end, read
+        by sent()."""
+        client, server = loopback()
+        node.link.mq.attach(client)
+        node.link.up = True
+        server.setblocking(False)
+        self.sockets = (client, server)
+        return server
+
+    def sent(self):
+        try:
+            return self.sockets[1].read(8192) or b""
+        finally:
+            for s in self.sockets:
+                s.close()
+
     def test_a_rollback_by_boot_py_is_reported_with_the_version_it_rolled_back(self):
         """boot.py knows a version only by its folder (u<id>); the report on ota/status and
-        the log names the version (what `wattlog nodes` shows: "rolled back from 9.9.9")."""
+        the log names the version (what `wattlog nodes` shows: "rolled back from 9.9.9"), and
+        counts the slots lost between the last one the collector holds (its answer to
+        "online") and this boot's first: what the collector counts as lost."""
         self.send(manifest(FILES))
         self.transfer(FILES)
         otaflash.write_pointer("-", "-", "ok")  # as boot.py leaves it after a failed start
         otaflash.write_result({"id": "0a0b0c0d", "state": "rolled back", "version": "u0a0b0c0d",
                           "reason": "it failed to start: ImportError('x')"})
         node = self.make_node()
-        client, server = loopback()
-        node.link.mq.attach(client)
-        node.link.up = True
+        self.connect(node)
+        node._begin(node.keeper.now(), node.hw.clock.ticks_ms())
+        node.sampler.last_slot = node._first_slot
         node.ota_trial.service()
-        server.setblocking(False)
-        sent = server.read(8192)
+        self.assertIsNotNone(node.ota_trial.result)  # waits for the collector's answer
+        first = node.status()["first_slot"]
+        node.on_energy(1000, first - 70)  # 6 slots between its newest slot and this boot's
+        node.ota_trial.service()
+        self.assertIsNone(node.ota_trial.result)
+        sent = self.sent()
         self.assertIn(b"rolled back", sent)
         self.assertIn(b"9.9.9", sent)
         self.assertFalse(b"u0a0b0c0d" in sent)
-        client.close()
-        server.close()
+        self.assertIn(b'"lost": 6', sent)
+        self.assertIn(b"6 slots between %d and %d (unix s) neither stored nor kept"
+                      % (first - 70, first), sent)
+        self.assertFalse(otaflash.exists("ota/result"))
+
+    def test_a_rollback_is_reported_without_a_count_when_the_collector_does_not_answer(self):
+        otaflash.makedirs("ota")
+        otaflash.write_result({"id": "0a0b0c0d", "state": "rolled back", "version": "u0a0b0c0d",
+                               "reason": "it crashed"})
+        node = self.make_node()
+        self.connect(node)
+        node.ota_trial.service()
+        self.assertIsNotNone(node.ota_trial.result)
+        node.hw.clock.advance_ms(31000)
+        node.ota_trial.service()
+        self.assertIsNone(node.ota_trial.result)
+        sent = self.sent()
+        self.assertIn(b"rolled back", sent)
+        self.assertFalse(b'"lost"' in sent)
 
     def boot(self):
         """Run firmware/boot.py's choice of version as a plug's boot does; the sys.path it
@@ -262,22 +346,20 @@ class TestOta(unittest.TestCase):
         sys.path[:] = path
         return chosen
 
-    def test_boot_counts_trial_boots_and_rolls_back_a_crash_or_failed_start(self):
+    def boot_setup(self):
         os.chdir(self.cwd)
         self.boot_py = firmware("boot.py")
         os.chdir(FLASH)
         os.mkdir("ota")
+
+    def test_boot_counts_trial_boots_and_rolls_back_a_crash_or_failed_start(self):
+        self.boot_setup()
         otaflash.write_pointer("u00000002", "u00000001", "trial", 0, 60)
         self.assertEqual(self.boot(), "ota/u00000002")
         self.assertEqual(otaflash.read_pointer()[3], 1)
         with open("crashes", "w") as f:
             f.write("1")
-        self.assertEqual(self.boot(), "ota/u00000001")
-        self.assertEqual(otaflash.read_pointer(), ["u00000001", "-", "ok", 0, 0])
-        with open("ota/result") as f:
-            r = json.load(f)
-        self.assertEqual((r["id"], r["state"]), ("00000002", "rolled back"))
-        self.assertIn("crashed", r["reason"])
+        self.rolled_back(self.boot(), "u00000001", "00000002", "crashed")
         otaflash.write_pointer("u00000003", "u00000001", "trial", 1, 60)
         with open("ota/failed", "w") as f:
             f.write("ImportError('no module named x')")
@@ -287,6 +369,69 @@ class TestOta(unittest.TestCase):
         otaflash.write_pointer("u00000003", "-", "trial", 3, 60)
         self.assertNotEqual(self.boot(), "ota/u00000003")  # rolled back to /lib
         self.assertEqual(otaflash.read_pointer()[0], "-")
+
+    def rolled_back(self, chosen, prev, uid, says):
+        """boot.py chose `prev` after rolling back update `uid`, saying why in ota/result."""
+        self.assertEqual(chosen, "ota/" + prev)
+        self.assertEqual(otaflash.read_pointer(), [prev, "-", "ok", 0, 0])
+        with open("ota/result") as f:
+            r = json.load(f)
+        self.assertEqual((r["id"], r["state"]), (uid, "rolled back"))
+        self.assertIn(says, r["reason"])
+
+    def reset_by(self, cause):
+        """machine.reset_cause() says `cause` while boot.py runs (machine.WDT_RESET is 3, as
+        on an ESP32); the unix port's own machine module has no reset_cause."""
+        class Machine:
+            WDT_RESET = 3
+            SOFT_RESET = 5
+
+            def reset_cause(self):
+                return cause
+        sys.modules["machine"] = Machine()
+
+    def tearDownMachine(self):
+        sys.modules.pop("machine", None)
+
+    def test_boot_rolls_back_a_version_on_trial_the_watchdog_reset(self):
+        """A hung version: the watchdog's reset fails its trial at once, not after
+        MAX_TRIAL_BOOTS watchdog periods; any other reset (a power cut) lets it carry on."""
+        self.boot_setup()
+        try:
+            otaflash.write_pointer("u00000002", "u00000001", "trial", 1, 60)
+            self.reset_by(5)
+            self.assertEqual(self.boot(), "ota/u00000002")
+            self.reset_by(3)
+            chosen = self.boot()
+        finally:
+            self.tearDownMachine()
+        self.rolled_back(chosen, "u00000001", "00000002", "the watchdog reset it")
+
+    def test_boot_sends_a_crash_loop_in_the_grace_period_back_not_to_safe_mode(self):
+        """Confirmed, then crashing: in its grace period a crash loop (3 in a row, a watchdog
+        reset counting as one) goes back to the previous version and clears the crash count,
+        so safe mode (3 crashes) is not entered; fewer crashes, or after the grace period,
+        change nothing."""
+        self.boot_setup()
+        otaflash.write_pointer("u00000002", "u00000001", "grace", 0, 60)
+        for crashes in (0, 2):
+            with open("crashes", "w") as f:
+                f.write(str(crashes))
+            self.assertEqual(self.boot(), "ota/u00000002")
+            self.assertEqual(otaflash.read_pointer()[2], "grace")
+        try:
+            self.reset_by(3)  # the third in a row
+            chosen = self.boot()
+        finally:
+            self.tearDownMachine()
+        self.rolled_back(chosen, "u00000001", "00000002",
+                         "crashed 3 times in a row after it was confirmed")
+        with open("crashes") as f:
+            self.assertEqual(f.read(), "0")
+        otaflash.write_pointer("u00000002", "u00000001", "ok", 0, 0)
+        with open("crashes", "w") as f:
+            f.write("3")
+        self.assertEqual(self.boot(), "ota/u00000002")  # past its grace: safe mode's turn
 
     def test_a_transfer_holds_only_the_transfer_and_a_compact_manifest(self):
         """Once a manifest of a whole build (26 files) is taken, the update holds the
@@ -323,30 +468,74 @@ class TestOta(unittest.TestCase):
         self.assertEqual([m in sys.modules for m in ("wattnode.ota", "wattnode.otamanifest",
                                                      "wattnode.otatrial")], [False, False, True])
 
-    def test_a_trial_is_confirmed_by_an_ack_or_rolled_back_at_its_deadline(self):
+    def acked(self, node, n):
+        """n more readings made, sent and acknowledged by the collector."""
+        ring = node.ring
+        for _ in range(n):
+            ring.append(0, 0, 0, 0, 0)
+        ring.sent_to(ring.next)
+        ring.release(ring.next)
+
+    def test_a_trial_is_confirmed_only_at_its_end_then_has_a_grace_period(self):
+        """An acknowledged reading does not confirm a version at once: it must run its whole
+        trial (a version that crashes after its first ack is then rolled back by boot.py).
+        At the end it is confirmed ("grace"), said on ota/status; after node.HEALTHY_S it is
+        "ok"."""
+        from wattnode.node import HEALTHY_S
         os.mkdir("ota")
         otaflash.write_pointer("u00000002", "u00000001", "trial", 1, 60)
         node = self.make_node()
         up = node.ota_trial
-        self.assertIsNotNone(up)
-        client, server = loopback()
-        node.link.mq.attach(client)  # as connect() leaves it
-        node.link.up = True
+        self.connect(node)
         node.sampler.last_slot = 10
-        up._check_trial()
-        self.assertEqual(otaflash.read_pointer()[2], "trial")  # no reading acknowledged yet
-        node.ring.append(0, 0, 0, 0, 0)
-        node.ring.sent_to(1)
-        node.ring.release(1)  # the collector's ack
-        up._check_trial()
+        self.acked(node, 1)
+        up.service()
+        self.assertEqual(otaflash.read_pointer()[2], "trial")  # 59 s still to run
+        node.hw.clock.advance_ms(45000)
+        up.service()  # the last 30 s begin: what it has made by now must be acknowledged
+        self.acked(node, 3)
+        node.hw.clock.advance_ms(15000)
+        up.service()
+        self.assertEqual(otaflash.read_pointer(), ["u00000002", "u00000001", "grace", 0, 0])
+        self.assertIsNone(node.reboot_reason)
+        self.assertIn(b"confirmed", self.sent())
+        self.assertTrue(up.busy())
+        node.hw.clock.advance_ms(HEALTHY_S * 1000)
+        up.check_deadline()
         self.assertEqual(otaflash.read_pointer(), ["u00000002", "u00000001", "ok", 0, 0])
-        otaflash.write_pointer("u00000003", "u00000002", "trial", 1, 60)
-        node = self.make_node()
-        node.hw.clock.advance_ms(61000)
+        self.assertFalse(up.busy())
+        otaflash.write_pointer("u00000002", "u00000001", "grace")
+        node = self.make_node()  # confirmed, and another update switches during the grace
+        otaflash.write_pointer("u00000003", "u00000002", "trial", 0, 60)
+        node.hw.clock.advance_ms(HEALTHY_S * 1000)
         node.ota_trial.check_deadline()
-        self.assertEqual(otaflash.read_pointer(), ["u00000002", "-", "ok", 0, 0])
-        self.assertIn("rolling back", node.reboot_reason)
-        with open("ota/result") as f:
-            self.assertIn("not confirmed within 60 s", json.load(f)["reason"])
-        client.close()
-        server.close()
+        self.assertEqual(otaflash.read_pointer(), ["u00000003", "u00000002", "trial", 0, 60])
+
+    def test_a_trial_whose_readings_go_unacknowledged_is_rolled_back_at_its_end(self):
+        """Acknowledged at first, then its readings no longer are (a PUBACK frees nothing:
+        they stay in its ring): rolled back at the end, saying so; a trial with no ack at all
+        likewise."""
+        os.mkdir("ota")
+        for first_acked in (1, 0):
+            if first_acked == 0:  # a plug of its own: not the readings the first one kept
+                os.remove(".rtc-memory")  # (RTC memory, spill.py: a power cut empties it)
+            otaflash.write_pointer("u00000003", "u00000002", "trial", 1, 60)
+            node = self.make_node()
+            node.sampler.last_slot = 10
+            self.acked(node, first_acked)
+            node.hw.clock.advance_ms(20000)
+            for _ in range(4):
+                node.ring.append(0, 0, 0, 0, 0)
+            node.ring.sent_to(node.ring.next)  # the broker's PUBACK
+            self.assertEqual(node.ring.count(), 4)
+            node.hw.clock.advance_ms(10000)
+            node.ota_trial.check_deadline()  # its last 30 s: those 4 are due by the end
+            node.hw.clock.advance_ms(31000)
+            node.ota_trial.check_deadline()
+            self.assertEqual(otaflash.read_pointer(), ["u00000002", "-", "ok", 0, 0])
+            self.assertIn("rolling back", node.reboot_reason)
+            with open("ota/result") as f:
+                reason = json.load(f)["reason"]
+            self.assertIn("not confirmed within 60 s", reason)
+            self.assertIn("acknowledged by the collector: %d of %d" % (first_acked,
+                                                                       first_acked + 4), reason)

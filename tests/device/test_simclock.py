@@ -1,7 +1,8 @@
 """test_simclock.py - the simulated clock lands on deadlines exactly, runs fast (or free) from
 the past, and ends (or turns real-time) when it reaches the present; free-running, it waits
 for the world: paced while the plug's link is down or its energy total unsettled, holding
-while the collector has all but an eighth of the ring to acknowledge."""
+while the collector has all but an eighth of the RAM ring to acknowledge - unless it has
+acknowledged nothing for ACK_PATIENCE_MS (it is away: the spill takes the readings)."""
 
 import time
 import unittest
@@ -10,8 +11,10 @@ from wattnode import config, start, wire
 from wattnode.node import Node
 from wattnode.ring import Ring
 from wattsim.board import Board
-from wattsim.clock import FREE, FREE_FALLBACK, RunEnded, SimClock
-from rig import board_file
+from wattsim.clock import ACK_PATIENCE_MS, FREE, FREE_FALLBACK, RunEnded, SimClock
+from rig import board_file, fresh_dir
+
+FLASH = "/tmp/wattnode-simclock-test"
 
 
 def wall_s():
@@ -82,11 +85,14 @@ class TestSimClock(unittest.TestCase):
     def test_free_running_waits_for_the_network_and_the_collector(self):
         """While the node's link is up and all but an eighth of its ring is unacknowledged,
         node time does not move (real time does, HOLD_MS a wait); an ack that frees the ring
-        lets it jump on. With the link down it runs on, whatever the ring holds (a plug in an
-        outage), but paced (FREE_FALLBACK): a wait of a 10 s slot's end takes real time."""
+        lets it jump on, and so does a collector that has acknowledged nothing for
+        ACK_PATIENCE_MS (away: the readings go to the spill). With the link down it runs on,
+        whatever the ring holds (a plug in an outage), but paced (FREE_FALLBACK): a wait of a
+        10 s slot's end takes real time."""
         board = board_file("sim")
         cfg = config.check({"node_id": "plug-h", "broker": {"host": "127.0.0.1", "port": 1}})[0]
-        hw = Board(board, cfg, {"start": int(time.time()) - 3600, "speed": FREE}, "/tmp")
+        fresh_dir(FLASH)
+        hw = Board(board, cfg, {"start": int(time.time()) - 3600, "speed": FREE}, FLASH)
         node = Node(cfg, board, hw, [], True, Ring(16))
         node.energy.settle(0, 0)  # a new plug: nothing to resume
         clock = hw.clock
@@ -104,11 +110,16 @@ class TestSimClock(unittest.TestCase):
             self.assertEqual(clock.time_s(), t + 10)  # 13 of 16: on at once
             for k in range(14, 17):
                 node.ring.append(k, 0, 0, 0, 0)
+            clock.wait(t + 20, 100)
+            self.assertEqual(clock.time_s(), t + 10)  # held again: 16 of 16
+            clock._acks[1] = time.ticks_add(time.ticks_ms(), -ACK_PATIENCE_MS)
+            clock.wait(t + 20, 100)
+            self.assertEqual(clock.time_s(), t + 20)  # no ack for so long: the collector is away
             node.link.up = False
             began = time.ticks_ms()
-            while clock.time_s() < t + 20:
-                clock.wait(t + 20, 100)
-            self.assertEqual(clock.time_s(), t + 20)  # no link: nothing to wait for...
+            while clock.time_s() < t + 30:
+                clock.wait(t + 30, 100)
+            self.assertEqual(clock.time_s(), t + 30)  # no link: nothing to wait for...
             self.assertTrue(time.ticks_diff(time.ticks_ms(), began) >= 10000 // FREE_FALLBACK)
         finally:
             start.node = None

@@ -85,8 +85,8 @@ class TestStatus(unittest.TestCase):
             text, line = start.crash_text(self.node, e)
         st = json.loads(line[len("crash "):])
         self.assertEqual(st["produced"], 2)
-        self.assertIn("after 2 readings from slot %d, 2 of them unsent (2 never sent)"
-                      % st["first_slot"], text)
+        self.assertIn("after 2 readings from slot %d; 2 held, 2 of them unsent (2 never sent), "
+                      "kept across the reset" % st["first_slot"], text)
         self.assertIn("ValueError: boom", text)
 
     def test_commands_and_refusals_are_counted(self):

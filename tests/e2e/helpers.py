@@ -16,7 +16,7 @@ class Collector:
     """`wattlog collect` in its own process, logging to a file; the broker password comes
     from password_file, as the README says, never on the command line."""
 
-    def __init__(self, url, data, commit_interval=300, password_file=None):
+    def __init__(self, url, data, commit_interval=300, password_file=None, args=()):
         self.data = str(data)
         self.log_path = self.data + ".log"
         self._log = open(self.log_path, "w")
@@ -24,7 +24,7 @@ class Collector:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "wattlog.cli", "collect", "--broker", url] + login
             + ["--data", self.data, "--commit-interval", str(commit_interval),
-               "--status-interval", "2"],
+               "--status-interval", "2"] + [str(a) for a in args],
             stdout=self._log, stderr=subprocess.STDOUT)
 
     def wait_for(self, text, timeout_s=20.0):

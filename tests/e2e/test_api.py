@@ -165,6 +165,7 @@ def test_plug_health_tells_firmware_online_and_acks(rig):
     plug = rig.wait_for("plug health", healthy)  # what it says as it connects: nobody asked
     assert plug["online"] is True and plug["firmware"] == __version__
     assert plug["broadlink"] == "off" and plug["meter_faults"]["counters"] is not None
+    assert plug["spill"]["capacity"] == 250 * 252 and plug["spill"]["torn"] == 0  # its flash
     assert plug["boots"] == 1 and plug["acked_seq"] >= 1024 and plug["ring_drops"] == 0
     assert plug["gaps"] == 0 and plug["lost"] == 0 and plug["state"]["power"] == 500.0
     status, feeds = rig.call("/api/feeds")

@@ -214,7 +214,7 @@ def test_off_listens_on_nothing(broker, simnodes):
 
 
 def tight_run(broker, collectors, simnodes, tmp_path, node_id, heap_kib, reader):
-    """test_pipeline.py's limited-heap run (the .mpy files a plug runs, a 48 KiB ring, a
+    """test_pipeline.py's limited-heap run (the .mpy files a plug runs, a 32 KiB ring, a
     BL0937), four hours of node time, with broadlink "read" on and, when `reader`, a client
     reading the power all along once the port is bound. Every slot is stored; returns the
     node's summary, the powers read and the node's output."""

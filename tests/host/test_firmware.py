@@ -20,9 +20,10 @@ def config(version):
                        "cmps": {}}).encode()
 
 
-def status(state, version, reason=None, uid="0a0b0c0d"):
-    return json.dumps({"id": uid, "state": state, "version": version, "running": "0.1.0",
-                       "reason": reason, "done": 100, "total": 100, "heap_max": 1}).encode()
+def status(state, version, reason=None, uid="0a0b0c0d", **more):
+    return json.dumps(dict({"id": uid, "state": state, "version": version, "running": "0.1.0",
+                            "reason": reason, "done": 100, "total": 100, "heap_max": 1},
+                           **more)).encode()
 
 
 def test_the_file_is_written_only_when_a_version_or_a_result_changes(tmp_path):
@@ -83,8 +84,8 @@ def test_nodes_shows_the_version_and_the_last_update(data, capsys):
     assert lines[1].startswith("plug-1") and " 0.1.0 " in lines[1]
     assert lines[1].endswith("rolled back from 0.3.0: it failed to start: "
                              "ImportError('v3 is broken on purpose')")
-    assert lines[2].split() == ["plug-2", "-", "-", "0", "-", "0", "0", "0", "0.2.0", "0.2.0",
-                                "confirmed"]
+    assert lines[2].split() == ["plug-2", "-", "-", "0", "-", "0", "0", "0", "-", "0.2.0",
+                                "0.2.0", "confirmed"]  # "-": on flash, no collector to ask
     cli.main(["nodes", "--data", data, "--json"])
     found = json.loads(capsys.readouterr().out)
     assert found[0]["version"] == "0.1.0" and found[0]["update"]["state"] == "rolled back"
@@ -134,3 +135,38 @@ def test_a_plug_is_on_trial_from_its_switch_until_its_verdict_or_the_longest_tri
     assert rec.on_trial("plug-a")
     rec.take("wattlog/plug-a/ota/status", status("confirmed", "0.3.0", uid="0a0b0c0e"))
     assert not rec.on_trial("plug-a")
+
+
+def test_the_slots_a_rollback_lost_count_once_as_the_plugs_lost_readings(data, capsys):
+    """A plug's rollback report says how many slots the failed version cost ("lost", counted
+    by the plug: lib/wattnode/otatrial.py). The collector counts them once, as heard live,
+    in the plug's lost readings and gaps (`wattlog nodes`, written with the next commit), not
+    again for the same report retained, nor when a restarted collector hears it, nor for a
+    report that is not a count."""
+    from wattlog.store.nodes import Nodes
+    complaints = Complaints()
+    nodes = Nodes({}, complaints)
+    nodes.batch("plug-1", 7, 0, 1, 0, 0)  # the plug has sent a reading: the collector knows it
+    heard = []
+
+    def on_lost(node, lost, update):
+        heard.append((node, lost))
+        nodes.lost_in_rollback(node, lost, update["version"])
+    rec = firmware.Firmware(data, on_lost=on_lost)
+    report = status("rolled back", "0.3.0", "the watchdog reset it; 7 slots between ...",
+                    lost=7)
+    for _ in range(2):
+        rec.take("wattlog/plug-1/ota/status", report)
+    rec.take("wattlog/plug-2/ota/status", status("rolled back", "0.3.0", lost=-1))
+    rec.take("wattlog/plug-2/ota/status", status("rolled back", "0.4.0", lost="7"))
+    firmware.Firmware(data, on_lost=on_lost).take("wattlog/plug-1/ota/status", report)
+    assert heard == [("plug-1", 7)]
+    assert complaints.totals == {"gap": 7}
+    c = Committer(data, Complaints())
+    c.commit({("plug-1", "power"): {T0 + 10: 100.5}}, {"plug-1": 10},
+             nodes.to_json(nodes.snapshot()))
+    c.close()
+    cli.main(["nodes", "--data", data, "--json"])
+    row = json.loads(capsys.readouterr().out)[0]
+    assert (row["node"], row["lost"], row["gaps"]) == ("plug-1", 7, 1)
+    assert row["update"]["lost"] == 7

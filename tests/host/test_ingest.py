@@ -8,7 +8,7 @@ import pytest
 
 from batches import T0, batch
 from wattlog.complaints import Complaints
-from wattlog.store.ingest import Ingest, feeds
+from wattlog.store.ingest import PLUG_RECORDS_MAX, RING_RECORDS_MAX, Ingest, feeds
 
 
 @pytest.fixture
@@ -112,15 +112,23 @@ def test_a_reading_older_than_any_plug_could_hold_is_refused_and_counted(tmp_pat
     c.close()
 
 
-def test_the_age_limit_is_never_shorter_than_a_plugs_ring(caplog):
-    """With --max-age 1h, a plug on hourly slots may still send what its ring holds (4096
-    slots back), but not more."""
-    now = T0 + 5000 * 3600
+def test_the_age_limit_is_never_shorter_than_what_a_plug_holds(caplog):
+    """With --max-age 1h, a plug on 1-minute slots may still send what its RAM ring and its
+    largest flash spill hold (PLUG_RECORDS_MAX slots back, half a year), but not more; and a
+    plug back after a week without its collector (10 s slots) gets its oldest reading stored
+    under the default limit."""
+    from wattnode import board, spill
+    assert PLUG_RECORDS_MAX >= RING_RECORDS_MAX + \
+        board.SIZES["spill_kib"][1] * 1024 // spill.FILE_BYTES * spill.FILE_RECORDS
+    now = T0 - T0 % 60
     ing = Ingest(Complaints(), lambda node: None, max_age_s=3600, clock=lambda: now)
-    t_ring = now - now % 3600 - 4000 * 3600
-    assert ing.handle("wattlog/h/readings", batch([(t_ring, 5, 1, 230, 0.1)], interval=3600)) == 1
-    assert ing.handle("wattlog/h/readings",
-                      batch([(t_ring - 200 * 3600, 5, 1, 230, 0.1)], interval=3600, seq=1)) == 0
+    held = now - (PLUG_RECORDS_MAX - 100) * 60
+    assert ing.handle("wattlog/m/readings", batch([(held, 5, 1, 230, 0.1)], interval=60)) == 1
+    assert ing.handle("wattlog/m/readings",
+                      batch([(held - 200 * 60, 5, 1, 230, 0.1)], interval=60, seq=1)) == 0
+    ing = Ingest(Complaints(), lambda node: None, clock=lambda: T0)
+    assert ing.handle("wattlog/w/readings",
+                      batch([(T0 - 7 * 86400 - 3 * 3600, 5, 1, 230, 0.1)])) == 1
 
 
 def test_whole_batch_decoding_matches_the_wire_format_record_by_record():

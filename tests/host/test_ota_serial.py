@@ -46,3 +46,22 @@ def test_the_serial_is_signed_with_the_manifest():
     mac, body = msg.split(b"\n", 1)
     assert json.loads(body)["serial"] == 42 and json.loads(body)["id"] == uid
     assert mac.decode() == hmac.new(bytes.fromhex(key), body, hashlib.sha256).hexdigest()
+
+
+def test_each_wattlog_ota_at_once_takes_a_broker_login_of_its_own(tmp_path):
+    """The broker ties a client id to its user: two `wattlog ota` as one user would take each
+    other's place. Each run takes the first of the update tool's logins no other run holds (a
+    lock file, 0600, in the provision directory), until every one is taken: then it says so.
+    A run that ends frees its login; a URL naming another user is used as it is."""
+    from wattlog.fleet.provision import OPERATOR, OTA_USERS
+    url = "mqtt://%s@127.0.0.1:1883" % OPERATOR
+    held = [ota.take_login(str(tmp_path), url) for _ in OTA_USERS]
+    assert [u for u, _ in held] == ["mqtt://%s@127.0.0.1:1883" % u for u in OTA_USERS]
+    with pytest.raises(ota.OtaError, match="%d `wattlog ota` run already" % len(OTA_USERS)):
+        ota.take_login(str(tmp_path), url)
+    held[2][1].close()  # that run ended
+    again, lock = ota.take_login(str(tmp_path), url)
+    assert again == held[2][0]
+    assert stat.S_IMODE(os.stat(lock.name).st_mode) == 0o600
+    assert ota.take_login(str(tmp_path), "mqtt://someone@127.0.0.1:1883") == (
+        "mqtt://someone@127.0.0.1:1883", None)

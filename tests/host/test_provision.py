@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from wattlog import cli
-from wattlog.fleet.provision import (CLIENTS, COLLECTOR, HOMEASSISTANT, OPERATOR, ProvisionError,
-                               broker_access_command, broker_gid, main_text, password_file,
-                               provision)
+from wattlog.fleet.provision import (CLIENTS, COLLECTOR, HOMEASSISTANT, OPERATOR, OTA_USERS,
+                                     ProvisionError, broker_access_command, broker_gid,
+                                     main_text, password_file, provision)
 from wattnode import config
 
 SECRETS = ("credentials.json", "wattlog-collector.password", "wattlog-operator.password",
@@ -40,7 +40,8 @@ def quiet(*args, **kw):
 def test_files_users_and_idempotence(tmp_path):
     d = str(tmp_path / "p")
     creds = quiet(d, ["plug-a"], "192.168.1.10")
-    assert set(creds) == {COLLECTOR, OPERATOR, HOMEASSISTANT, "plug-a"}
+    assert set(creds) == {COLLECTOR, OPERATOR, HOMEASSISTANT, "plug-a"} | set(OTA_USERS)
+    assert {creds[u] for u in OTA_USERS} == {creds[OPERATOR]}  # the operator, as `wattlog ota`
     cfg = json.loads((tmp_path / "p" / "nodes" / "plug-a" / "config.json").read_text())
     assert cfg["broker"] == {"host": "192.168.1.10", "port": 1883, "user": "plug-a",
                              "password": creds["plug-a"], "ca": None}
@@ -62,7 +63,7 @@ def test_listen_address(tmp_path):
 
 
 def test_bad_node_ids_and_foreign_directories_are_refused(tmp_path):
-    for bad in ("Kitchen Plug", COLLECTOR, OPERATOR, HOMEASSISTANT):
+    for bad in ("Kitchen Plug", COLLECTOR, OPERATOR, HOMEASSISTANT, OTA_USERS[0]):
         with pytest.raises(ProvisionError, match="not a node id"):
             quiet(str(tmp_path / "p"), [bad], "h")
     (tmp_path / "etc").mkdir()

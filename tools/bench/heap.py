@@ -8,6 +8,8 @@ MicroPython (the WebAssembly port, tools/lib/mp32.mjs), as an ESP32 without PSRA
 2. Where the heap goes as the node starts (heap_parts.py, loading the .mpy files tools/build
    makes), on both ports side by side: the ring, the modules a plug loads, the simulator's own
    modules (a plug has none), the objects the node creates.
+   The flash spill's share of it (spill.py, keep.py): its modules, its objects at rest (RTC
+   memory's image, the index of its files) and what sending from the flash adds.
 3. What a plug needs at start-up: the 32-bit figures without the simulator's modules (an ESP32
    is 32-bit: 4-byte pointers, 16-byte GC blocks, 31-bit small ints), and with the modules
    frozen into the firmware (their code then stays in flash): the ring and the objects.
@@ -70,7 +72,8 @@ def kib(n):
 
 def main():
     subprocess.run([os.path.join(REPO, "tools", "build")], check=True, stdout=subprocess.DEVNULL)
-    print("whole node, 48 KiB ring, a simulated hour from .mpy (tools/simnode --mpy --heap-kib):")
+    print("whole node, the board's ring, a simulated hour from .mpy (tools/simnode --mpy "
+          "--heap-kib; no collector: the spill writes):")
     whole = {}
     with Broker() as b:
         for board in BOARDS:
@@ -87,6 +90,14 @@ def main():
                 "ring", "plug-modules", "simulator-modules", "runtime-objects", "total")))
         print("  %-16s %-31s | %s" % (board, cols[0], cols[1]), flush=True)
         plug[board] = (p64, p32)
+    print("the flash spill's share, KiB, 64-bit | 32-bit: its modules; its objects at rest; "
+          "what replaying from the flash adds")
+    for board in BOARDS:
+        p64, p32 = plug[board]
+        print("  %-16s %s" % (board, " | ".join(
+            "%4.1f  %4.1f  %4.1f" % tuple(kib(p[k]) for k in ("spill-modules", "spill-at-rest",
+                                                              "spill-replaying"))
+            for p in (p64, p32))), flush=True)
     print("a plug at start-up (32-bit, no simulator), loading .mpy | modules frozen into the firmware;")
     print("and the 64-bit run's need beyond the 64-bit start-up:")
     for board in BOARDS:

@@ -6,7 +6,12 @@ users, on plain sockets) publishing pre-encoded 64-reading batches at QoS 1 as f
 broker takes them.
 The clock runs from the first publish until commit.json acknowledges every reading of every
 plug: that is readings on disk, fdatasync'ed, per second. Collector CPU (user + system, from
-/proc/<pid>/stat) is divided by the readings. The broker's per-client queue is raised for the
+/proc/<pid>/stat) is divided by the readings. Each plug's readings are a fridge's: 80 W for 12
+min of every 40, 2 W between, so the appliances' runs (host/wattlog/runs/) have cycles to find:
+the collector runs once with them off ([runs] enabled = false) and once with them on, in turn,
+and the difference in CPU per reading is what finding runs costs on the ingest path. (With
+runs on, the collector has found every plug's runs once the last ack is out: its loop reads
+the new slots of each plug heard after each pass, before the next commit.) The broker's per-client queue is raised for the
 run (max_queued_messages): with the default 1000 it drops batches for a collector that falls
 behind, which the real firmware sends again (lib/wattnode/link.py) but these bare publishers
 do not.
@@ -55,7 +60,8 @@ def encode(nodes, batches, start):
             wire.pack_header(buf, 0, RECORDS, 10, 1000 + n, seq, 0, seq)
             for k in range(RECORDS):
                 t = start + 10 * (seq + k)
-                p_dw, v_cv, i_ma, e_wh = 5000 + n, 23000 + k, 2100 + k, 1000 + seq + k
+                on = (seq + k) % 240 < 72                 # a fridge's compressor
+                p_dw, v_cv, i_ma, e_wh = (800 if on else 20) + n, 23000 + k, 2100 + k, 1000 + seq + k
                 wire.pack_record(buf, wire.HEADER_SIZE + k * wire.RECORD_SIZE,
                                  t - wire.EPOCH_UNIX, p_dw, e_wh, v_cv, i_ma)
                 lines.append("wattlog,node=%s power=%.1f,voltage=%.2f,current=%.3f,energy=%.3f %d"
@@ -150,7 +156,7 @@ def acked(data):
         return {}
 
 
-def run_wattlog(payloads, work, wrap=()):
+def run_wattlog(payloads, work, wrap=(), runs=True):
     nodes = sorted(payloads)
     total = sum(len(p) for p in payloads.values()) * RECORDS
     broker = Broker(os.path.join(work, "mosquitto"),
@@ -158,9 +164,13 @@ def run_wattlog(payloads, work, wrap=()):
     broker.creds = broker._provision(nodes)
     broker.start()
     data = os.path.join(work, "data")
+    config = os.path.join(work, "wattlog.toml")
+    with open(config, "w") as f:
+        f.write("[runs]\nenabled = %s\n" % ("true" if runs else "false"))
     log = open(os.path.join(work, "collector.log"), "w")
     collector = subprocess.Popen(
-        [sys.executable] + list(wrap) + ["-m", "wattlog.cli", "collect", "--broker", broker.url,
+        [sys.executable] + list(wrap) + ["-m", "wattlog.cli", "collect", "--config", config,
+         "--broker", broker.url,
          "--password-file", broker.password_file(COLLECTOR), "--data", data,
          "--commit-interval", "1", "--status-interval", "5"], stdout=log, stderr=log)
     try:
@@ -184,7 +194,14 @@ def run_wattlog(payloads, work, wrap=()):
         collector.terminate()
         collector.wait(30)
         broker.stop()
-    return total / elapsed, cpu / total * 1e6, elapsed
+    found = 0
+    if runs:
+        runs_dir = os.path.join(data, "runs")
+        for name in os.listdir(runs_dir) if os.path.isdir(runs_dir) else ():
+            if name.endswith(".runs.jsonl"):
+                with open(os.path.join(runs_dir, name)) as f:
+                    found += sum(1 for _ in f)
+    return total / elapsed, cpu / total * 1e6, elapsed, found
 
 
 def run_influx(bodies, readings, work):
@@ -203,6 +220,7 @@ def main():
     p.add_argument("--batches", type=int, default=400, help="64-reading batches per plug")
     p.add_argument("--runs", type=int, default=3, help="runs of each (default 3): the median "
                    "is printed")
+    p.add_argument("--no-influx", action="store_true", help="leave InfluxDB out")
     p.add_argument("--profile", metavar="FILE", help="run the collector under cProfile and "
                    "write its statistics here (pstats); skips InfluxDB")
     args = p.parse_args()
@@ -212,25 +230,35 @@ def main():
     payloads, bodies = encode(nodes, args.batches, start)
     readings = args.plugs * args.batches * RECORDS
     work = tempfile.mkdtemp(prefix="wattlog-bench-ingest-")
-    influx = shutil.which("influxd") and not args.profile
+    influx = shutil.which("influxd") and not args.profile and not args.no_influx
     try:
         print("%d plugs x %d batches x %d readings = %d readings; %d runs of each, taken in "
               "turn (the machine's other work spreads over both)" % (
                   args.plugs, args.batches, RECORDS, readings, args.runs), flush=True)
         wrap = ["-m", "cProfile", "-o", args.profile] if args.profile else []
-        ours, theirs = [], []
+        ours, theirs, cost = [], [], {True: [], False: []}
         for run in range(args.runs):
-            where = os.path.join(work, str(run))
-            os.makedirs(where)
-            rate, us, elapsed = run_wattlog(payloads, where, wrap)
-            ours.append(rate)
-            print("  wattlog  %9.0f readings/s to disk (%.1f s), collector CPU %.2f us/reading"
-                  % (rate, elapsed, us), flush=True)
+            for runs in (False, True):
+                where = os.path.join(work, "%d-%s" % (run, "runs" if runs else "plain"))
+                os.makedirs(where)
+                rate, us, elapsed, found = run_wattlog(payloads, where, wrap, runs)
+                cost[runs].append(us)
+                if runs:
+                    ours.append(rate)
+                print("  wattlog, runs %-3s %9.0f readings/s to disk (%.1f s), collector CPU "
+                      "%.2f us/reading%s" % ("on" if runs else "off", rate, elapsed, us,
+                                             ", %d runs found" % found if runs else ""),
+                      flush=True)
             if influx:
-                irate, ielapsed = run_influx(bodies, readings, where)
+                os.makedirs(os.path.join(work, str(run)))
+                irate, ielapsed = run_influx(bodies, readings, os.path.join(work, str(run)))
                 theirs.append(irate)
                 print("  influxdb %9.0f readings/s (%.1f s, 1.6, 4 fields a line, batches of "
                       "10,000)" % (irate, ielapsed), flush=True)
+        off, on = statistics.median(cost[False]), statistics.median(cost[True])
+        print("collector CPU per reading, medians: runs off %.2f us, runs on %.2f us: finding "
+              "runs costs %.2f us a reading (%+.0f %%)" % (off, on, on - off,
+                                                         100 * (on - off) / off))
         print("wattlog  %9.0f readings/s (median)" % statistics.median(ours))
         if args.profile:
             print("profile: %s (python -m pstats; the figures above include cProfile's "

@@ -1,7 +1,7 @@
 """node.py - the node's figures on the MicroPython unix port (run by tools/bench/node).
 
   bytes per reading     whole MQTT PUBLISH packets over a loopback socket, full batches
-  ring capacity         readings and hours at 10 s for the default 48 KiB ring
+  ring capacity         readings and hours at 10 s for the default ring (board.py)
   allocations           heap bytes allocated per sample (gc disabled, gc.mem_alloc before and
                         after) for each meter driver against its simulated chip: poll at the
                         driver's rhythm, slot close, ring append
@@ -16,6 +16,7 @@ import time
 
 import wattsim
 from wattnode import wire
+from wattnode.board import SIZES
 from wattnode.calib import Calibration
 from wattnode.link import Link
 from wattnode import meters
@@ -80,9 +81,10 @@ def sampling(name, profile="washer"):
 
 def main():
     print("wattnode bench on the MicroPython unix port")
-    ring = Ring(48 * 1024 // wire.RECORD_SIZE)
-    print("  ring: 48 KiB = %d readings of %d bytes = %.1f h at 10 s"
-          % (ring.capacity, wire.RECORD_SIZE, ring.capacity * 10 / 3600))
+    kib = SIZES["ring_kib"][2]
+    ring = Ring(kib * 1024 // wire.RECORD_SIZE)
+    print("  ring: %d KiB = %d readings of %d bytes = %.1f h at 10 s"
+          % (kib, ring.capacity, wire.RECORD_SIZE, ring.capacity * 10 / 3600))
     for name, label in (("sim", "exact simulated meter"), ("devkit-bl0937", "BL0937 pulses"),
                         ("devkit-cse7766", "CSE7766 UART stream"), ("devkit-bl0942", "BL0942 UART polled")):
         per, poll_us, close_us, polls = sampling(name)

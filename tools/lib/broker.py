@@ -41,6 +41,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 from wattlog.store import durable
@@ -105,6 +106,7 @@ class Broker:
         self.conf = os.path.join(self.dir, "mosquitto.conf")
         self.log = os.path.join(self.dir, "mosquitto.log")
         self.proc = None
+        self._provisioning = threading.Lock()
         self.creds = self._provision([], [TEST_USER])
         self.url = provision.broker_url(provision.COLLECTOR, "127.0.0.1", self.port)
         Broker._collector_logins[self.url] = self.password_file(provision.COLLECTOR)
@@ -117,7 +119,13 @@ class Broker:
 
     def _provision(self, nodes, test_users=()):
         """provision.py's files for `nodes` and everyone provisioned before, plus the test
-        users, allowed everything; a running broker rereads them."""
+        users, allowed everything; a running broker rereads them. One at a time: a test's
+        threads may each start a plug or a client."""
+        with self._provisioning:
+            self.creds = self._provision_now(nodes, test_users)
+            return self.creds
+
+    def _provision_now(self, nodes, test_users):
         os.makedirs(self.auth, exist_ok=True)
         cred_path = os.path.join(self.auth, "credentials.json")
         creds = durable.read_json(cred_path) or {}

@@ -34,7 +34,8 @@ With --ota, once the plugs have caught up it updates them all over the air, as a
 updates real plugs (README, "Updates over the air"): `wattlog ota --all` as wattlog-operator
 with the demo's provision directory, every plug at once, the build from tools/build (or
 --build DIR). Each plug takes the files, switches, reboots into the new build on trial and
-confirms it once the collector has acknowledged a reading of it; the demo prints the table,
+confirms it once it has run its trial (30 s, the shortest) with its readings acknowledged by
+the collector; the demo prints the table,
 then (at the end) `wattlog nodes`, whose version and update columns say what each plug runs
 and how its update ended. It runs until the update is over even when --duration passes first,
 and ends with exit status 1 if a plug did not confirm. Progress: ota.log in the logs folder.
@@ -145,9 +146,11 @@ def start_update(broker, args, logs, parallel):
     build = ["--build", args.build] if args.build else []
     print("updating every plug over the air: wattlog ota --all --parallel %d (progress in %s)"
           % (parallel, os.path.join(logs, "ota.log")), flush=True)
+    # the shortest trial: the new version must run it whole before it is confirmed
     return subprocess.Popen(
         [sys.executable, "-m", "wattlog.cli", "ota", "--all", "--parallel", str(parallel),
-         "--dir", broker.auth, "--broker", "mqtt://%s@127.0.0.1:%d" % (OPERATOR, broker.port),
+         "--trial", "30", "--dir", broker.auth, "--broker",
+         "mqtt://%s@127.0.0.1:%d" % (OPERATOR, broker.port),
          "--password-file", broker.password_file(OPERATOR)] + build,
         stdout=subprocess.PIPE, stderr=open(os.path.join(logs, "ota.log"), "w"), text=True,
         start_new_session=True, preexec_fn=terminate_with_parent)

@@ -6,9 +6,9 @@ inside a function, since a lazy import is an arrow too), and checked:
   it back (on the node, a circle also keeps both modules in the heap: neither can be
   forgotten);
 - the collector's layers run one way (LOWER): store/ imports no other part and, of the
-  top-level modules, only times and complaints; bridges/ and fleet/ import the store, not each
-  other; serve/ imports the store and fleet/ (the operator's session, the plugs' firmware
-  record); none of them imports what builds the service (collector, service, cli).
+  top-level modules, only times and complaints; bridges/, fleet/ and runs/ import the store,
+  not each other; serve/ imports the store, fleet/ (the operator's session, the plugs'
+  firmware record) and runs/ (the appliances' runs); none of them imports what builds the service (collector, service, cli).
 
     python tools/lib/importgraph.py          # prints the problems; exit status 1 if any
     python tools/lib/importgraph.py --dot    # the graph, for Graphviz
@@ -23,8 +23,9 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROOTS = {"wattlog": os.path.join(REPO, "host", "wattlog"),
          "wattnode": os.path.join(REPO, "lib", "wattnode")}
-PARTS = ("store", "serve", "bridges", "fleet")  # the collector's packages
-LOWER = {"store": (), "bridges": ("store",), "fleet": ("store",), "serve": ("store", "fleet")}
+PARTS = ("store", "serve", "bridges", "fleet", "runs")  # the collector's packages
+LOWER = {"store": (), "bridges": ("store",), "fleet": ("store",), "runs": ("store",),
+         "serve": ("store", "fleet", "runs")}
 STORE_MAY = ("wattlog", "wattlog.times", "wattlog.complaints")  # top-level modules
 BUILDERS = ("wattlog.collector", "wattlog.cluster", "wattlog.service", "wattlog.cli")
 

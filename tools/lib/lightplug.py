@@ -7,7 +7,11 @@ and will) with the rules the firmware keeps, and nothing else (no meter, no cloc
   - it keeps every record until an ack {boot, seq} covers it (acks are retained: one that
     arrives at a reconnect frees what it covers), sends again from `resend` when asked, and
     sends again everything not covered after RESEND_S (the firmware: three commit intervals);
-  - a reconnect sends again everything still held (its batches carry `held`: the oldest).
+  - a reconnect sends again everything still held (its batches carry `held`: the oldest);
+    a lost connection is made again to the next gateway in turn (the firmware's host list).
+
+Each LightPlugs is a new boot of its plugs (a boot number of its own): a round of readings
+after another is not taken for one already acknowledged.
 
     plugs = LightPlugs(creds, ["plug-0", ...], mqtt_ports, start, readings=60, batch=3)
     plugs.start(); plugs.wait_acked(timeout_s=120); plugs.stop()
@@ -19,6 +23,7 @@ hundred fit one process.
 """
 
 import json
+import random
 import threading
 import time
 
@@ -31,10 +36,10 @@ INTERVAL_S = 10
 
 
 class LightPlug:
-    def __init__(self, node, password, port, start, readings, batch, base="wattlog"):
+    def __init__(self, node, password, ports, start, readings, batch, base="wattlog"):
         self.node, self.base = node, base
         self.start, self.readings, self.batch = start, readings, batch
-        self.boot = (hash(node) & 0x7FFFFFFF) | 1
+        self.boot = random.getrandbits(31) | 1
         self.made = 0          # records produced so far (seq = index)
         self.acked = 0         # records below this are freed
         self.sent = 0          # records handed to the broker so far
@@ -45,7 +50,11 @@ class LightPlug:
         self.client.will_set("%s/%s/status" % (base, node), b"offline", qos=1, retain=True)
         self.client.on_connect = self._on_connect
         self.client.on_message = self._on_message
-        self.port = port
+        self.client.on_disconnect = self._on_disconnect
+        self.client.on_publish = self._on_publish
+        self.pubacks = 0       # PUBACKs received: the broker took a batch
+        self.ports = ports  # the gateways, the first one's first
+        self.port = ports[0]
 
     def topic(self, leaf):
         return "%s/%s/%s" % (self.base, self.node, leaf)
@@ -57,6 +66,14 @@ class LightPlug:
         client.publish(self.topic("status"), b"online", qos=1, retain=True)
         with self.lock:
             self.sent = self.acked  # after a reconnect: everything held, again
+
+    def _on_disconnect(self, client, userdata, flags, rc, properties):
+        # the next gateway at the next attempt (connect_async only sets where to)
+        self.port = self.ports[(self.ports.index(self.port) + 1) % len(self.ports)]
+        client.connect_async("127.0.0.1", self.port, keepalive=30)
+
+    def _on_publish(self, client, userdata, mid, rc, properties):
+        self.pubacks += 1
 
     def _on_message(self, client, userdata, msg):
         try:
@@ -100,8 +117,9 @@ class LightPlug:
 class LightPlugs:
     def __init__(self, creds, nodes, ports, start, readings=60, batch=3, step_s=0.05):
         """creds: {user: password}; ports: MQTT ports, the plugs spread over them in turn."""
-        self.plugs = {n: LightPlug(n, creds[n], ports[i % len(ports)], start, readings, batch)
-                      for i, n in enumerate(nodes)}
+        ports = list(ports)
+        self.plugs = {n: LightPlug(n, creds[n], ports[i % len(ports):] + ports[:i % len(ports)],
+                                   start, readings, batch) for i, n in enumerate(nodes)}
         self.step_s = step_s
         self._stop = threading.Event()
         self._thread = None
@@ -120,6 +138,10 @@ class LightPlugs:
             for p in self.plugs.values():
                 if p.client.is_connected():
                     p.step(now)
+
+    def pubacks(self):
+        """PUBACKs received by all the plugs so far."""
+        return sum(p.pubacks for p in self.plugs.values())
 
     def produced(self, node):
         return self.plugs[node].made
@@ -147,5 +169,6 @@ class LightPlugs:
         if self._thread:
             self._thread.join(5)
         for p in self.plugs.values():
+            p.client.on_disconnect = None
             p.client.disconnect()
             p.client.loop_stop()

@@ -2,7 +2,7 @@
 
     tools/simnode --id ID --broker HOST:PORT [--node-config FILE] [--profile NAME]
                   [--interval S] [--speed X|max] [--start TIME] [--then-realtime] [--flash DIR]
-                  [--board NAME [--faults JSON]]
+                  [--board NAME [--faults JSON]] [--ring-kib K] [--spill-kib K]
 
 It writes into a flash folder (a temporary one unless --flash names one) the plug's
 config.json and board.json (boards/sim.json, or the --board named, its "hal" set to "sim"),
@@ -27,11 +27,16 @@ crash) it is started again, as a plug reboots, at the node time the run has reac
 needs a --board whose chip is simulated (boards/sim.json measures its profile exactly). A bad
 argument ends with one line saying what is wrong, never a traceback.
 
-The node logs in with the broker user and password of --node-config, the config.json that
-`wattlog provision` made for it (nodes/<node>/config.json), and takes its update key
-(ota_key) from there too: a password or key is never an argument,
-where `ps` would show it. The config.json in the flash folder holds it too, so it is created
-0600.
+--node-config is the config.json that `wattlog provision` made for the plug
+(nodes/<node>/config.json): it is the plug's config, as it would be on a plug's flash (its
+broker user and password, update key, Wi-Fi, Broadlink mode, ...; with TLS, the ca.crt beside
+it goes on the flash too), except what the simulation decides: the broker's address and port
+(--broker), the slot length (--interval) and the time server (only --ntp-after simulates one).
+A password or key is therefore never an argument, where `ps` would show it. The config.json
+in the flash folder holds it too, so it is created 0600. --config is merged in last.
+
+Each run powers the plug on: machine.reset_cause() reads a power-on at its first boot, and
+what the simulated board says at each later one (lib/wattsim/rom/machine.py).
 """
 
 import argparse
@@ -52,7 +57,7 @@ from wattlog.times import parse_time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.append(os.path.join(REPO, "lib"))  # the simulator's settings and names, read here too
 
-from wattsim.board import CLOCK_FILE, RESET_EXIT, SETTINGS_FILE  # noqa: E402
+from wattsim.board import CLOCK_FILE, RESET_CAUSE_FILE, RESET_EXIT, SETTINGS_FILE  # noqa: E402
 from wattsim.chips import FAULTS  # noqa: E402
 from wattsim.clock import FREE  # noqa: E402
 
@@ -130,27 +135,31 @@ def broker_addr(text):
     return host, int(port)
 
 
-def node_login(path):
-    """(user, password, ota_key, wifi) from a provisioned node config.json (never printed)."""
+def node_config(path):
+    """A provisioned node config.json as a dict, with the path it came from (never printed:
+    it holds a password)."""
     try:
         with open(path) as f:
             cfg = json.load(f)
-        return cfg["broker"]["user"], cfg["broker"]["password"], cfg.get("ota_key"), \
-            cfg.get("wifi")
+        if not isinstance(cfg["broker"]["user"], str):
+            raise TypeError
     except (OSError, ValueError, KeyError, TypeError):
         raise argparse.ArgumentTypeError(
             "%s is not a node config made by wattlog provision (nodes/<node>/config.json)"
             % path) from None
+    return dict(cfg, _path=path)
 
 
 def parser():
     p = Parser(prog="tools/simnode", description=__doc__.split("\n\n")[0])
     p.add_argument("--id", required=True, help="node id, [a-z0-9_-]{1,32}")
     p.add_argument("--broker", required=True, type=broker_addr, help="HOST:PORT")
-    p.add_argument("--node-config", metavar="FILE", type=node_login,
-                   help="the node's provisioned config.json: its broker user and password")
+    p.add_argument("--node-config", metavar="FILE", type=node_config,
+                   help="the node's provisioned config.json: the plug's config (its broker login, "
+                        "update key, Broadlink mode, ...)")
     p.add_argument("--profile", default="constant",
-                   help="washer, fridge, heatpump, constant or constant:WATTS (default constant)")
+                   help="washer, dishwasher, fridge, heatpump, tv (each may take start times, UTC: "
+                        "washer:0930+1400), constant or constant:WATTS (default constant)")
     p.add_argument("--interval", type=int, default=10, help="slot length in seconds (default 10)")
     p.add_argument("--speed", type=speed, default=1,
                    help="clock speed factor (default 1), or max: as fast as the loop goes")
@@ -160,6 +169,8 @@ def parser():
                    help="after catching up with real time, carry on in real time")
     p.add_argument("--batch-max", type=int, help="records per batch")
     p.add_argument("--ring-kib", type=int, help="ring size in KiB (default: the board's)")
+    p.add_argument("--spill-kib", type=int,
+                   help="flash for the spill in KiB, a multiple of 4 (default: the board's)")
     p.add_argument("--flash", help="folder to use as the node's flash (default: a temporary one)")
     p.add_argument("--heap-kib", type=int, help="limit the MicroPython heap (micropython -X heapsize)")
     p.add_argument("--ntp-after", type=int, metavar="S",
@@ -206,12 +217,14 @@ def mac_for(node_id):
 
 
 def write_flash(flash, args):
-    user, password, ota_key, wifi = args.node_config or (None, None, None, None)
-    cfg = {"node_id": args.id, "interval_s": args.interval, "ota_key": ota_key,
-           "broker": {"host": args.broker[0], "port": args.broker[1],
-                      "user": user, "password": password}}
-    if wifi is not None:
-        cfg["wifi"] = wifi
+    cfg = dict(args.node_config or {"broker": {"user": None, "password": None}})
+    path = cfg.pop("_path", None)
+    cfg.pop("ntp_host", None)  # the simulated world's: --ntp-after
+    cfg.update({"node_id": args.id, "interval_s": args.interval, "ota_key": cfg.get("ota_key"),
+                "broker": dict(cfg["broker"], host=args.broker[0], port=args.broker[1])})
+    ca = cfg["broker"].get("ca")
+    if ca and path:  # provisioned with TLS: the plug holds the CA beside its config
+        shutil.copy(os.path.join(os.path.dirname(path), "..", "..", ca), os.path.join(flash, ca))
     sim = {"profile": args.profile, "speed": args.speed, "start": args.start,
            "then_realtime": args.then_realtime}
     if args.batch_max:
@@ -238,6 +251,8 @@ def write_flash(flash, args):
     board["hal"] = "sim"  # any board runs on the simulator: pins, UART and chip simulated
     if args.ring_kib:
         board["ring_kib"] = args.ring_kib
+    if args.spill_kib is not None:
+        board["spill_kib"] = args.spill_kib
     with open(os.path.join(flash, "board.json"), "w") as f:
         json.dump(board, f, indent=1)
 
@@ -277,13 +292,17 @@ def main():
     # before anything imports wattnode; the simulator is plugged into that version
     launch = ("exec(open(%r).read()); import wattsim; wattsim.install(); exec(open(%r).read())"
               % (os.path.join(fw, "boot.py"), os.path.join(fw, "main.py")))
-    libs = [os.path.join(REPO, "build", "mpy")] if args.mpy else [os.path.join(REPO, "lib"),
-                                                                   os.path.join(REPO, ".mplib")]
+    # first the simulated board's machine module (lib/wattsim/rom): boot.py reads its reset cause
+    libs = [os.path.join(REPO, "lib", "wattsim", "rom")] + (
+        [os.path.join(REPO, "build", "mpy")] if args.mpy
+        else [os.path.join(REPO, "lib"), os.path.join(REPO, ".mplib")])
     env = dict(os.environ, MICROPYPATH=":".join(libs))
     heap = ["-X", "heapsize=%dK" % args.heap_kib] if args.heap_kib else []
-    if args.power_cut:
+    # this run powers the plug on: its reset cause is a power-on (and its RTC memory is
+    # gone, with --power-cut)
+    for name in [RESET_CAUSE_FILE] + [".rtc-memory"] * args.power_cut:
         try:
-            os.remove(os.path.join(flash, ".rtc-memory"))
+            os.remove(os.path.join(flash, name))
         except FileNotFoundError:
             pass
     stopping = []

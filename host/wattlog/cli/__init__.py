@@ -13,6 +13,7 @@ neither says is the default. So on a provisioned Pi no verb needs a flag the con
   wattlog migrate [--data DIR] --to postgresql://USER@HOST/DB [--store-password-file F]
                                                 a Pi's history into PostgreSQL (migrate.py)
   wattlog export  --feed NODE/CHANNEL|ID [--start T] [--end T] [--fill] [--format csv|json]
+  wattlog runs    [PLUG] [--since T] [--until T] [--json]   each appliance's runs (runs/)
   wattlog energy  [--by day|week|month|year] [--from T] [--to T] [--timezone ZONE]
                   [--tariff 0.30 | day=0.32,night=0.22,night_hours=22-06]   (energy.py)
   wattlog plug    on|off|toggle|status NODE     as wattlog-operator (plug.py)
@@ -34,7 +35,7 @@ import sys
 from wattlog import __version__
 from wattlog.cli.common import PASSWORD_ENV, CliError, UsageError, os_error
 from wattlog.cli.data import (cmd_energy, cmd_export, cmd_feeds, cmd_nodes, cmd_rebuild,
-                              cmd_repair)
+                              cmd_repair, cmd_runs)
 from wattlog.cli.migrate import cmd_migrate
 from wattlog.cli.plugs import cmd_ota, cmd_plug, cmd_provision
 from wattlog.cli.run import cmd_collect, cmd_influx_backfill, cmd_install_service, influx_flags
@@ -158,7 +159,8 @@ def build_parser():
     o.add_argument("--build", metavar="DIR",
                    help="a folder tools/build made (default: run tools/build, use build/device)")
     o.add_argument("--trial", type=int, default=120, metavar="S",
-                   help="seconds the new version has to confirm itself (30..3600)")
+                   help="seconds the new version must run, sampling, its readings acknowledged, "
+                        "before it is confirmed (30..3600)")
     broker_options(o)
 
     v = verb("provision", cmd_provision,
@@ -187,7 +189,16 @@ def build_parser():
     r.add_argument("--force", action="store_true", help="rebuild even if feeds.json reads well")
 
     data_option(verb("rebuild", cmd_rebuild,
-                      help="recompute the query summaries from the feeds"))
+                      help="recompute the query summaries and the runs from the feeds"))
+
+    u = verb("runs", cmd_runs, help="what each appliance did: its runs, kWh and cost each, "
+                                    "runs per week, a fridge's duty cycle")
+    data_option(u)
+    u.add_argument("plug", nargs="?", help="one plug (default: every plug)")
+    u.add_argument("--since", metavar="T", help="runs that start at or after T: now-7d, "
+                                                 "2026-11-01 (default: all)")
+    u.add_argument("--until", metavar="T", help="runs that start before T (default: all)")
+    u.add_argument("--json", action="store_true", help="the answer /api/runs gives")
 
     m = verb("migrate", cmd_migrate,
              help="copy a Pi's whole history into the cluster's PostgreSQL (stop the collector "

@@ -1,6 +1,7 @@
-"""data.py - the verbs that read or mend a data directory: feeds, nodes, export and energy read
-it through the storage interface (store/), repair and rebuild mend the PHPFina engine's own
-files (feeds.json from the feeds' sidecars; the query summaries from the feeds).
+"""data.py - the verbs that read or mend a data directory: feeds, nodes, export, energy and runs
+read it through the storage interface (store/), repair and rebuild mend the PHPFina engine's
+own files (feeds.json from the feeds' sidecars; the query summaries from the feeds) and the
+runs derived from them.
 """
 
 import argparse
@@ -11,7 +12,8 @@ import time
 
 import numpy as np
 
-from wattlog.cli.common import (CliError, Progress, UsageError, command_settings, data_path,
+from wattlog.cli.common import (CliError, Progress, UsageError, command_settings, data_dir,
+                                data_path,
                                 print_table, reader)
 from wattlog.store.commit import Committer, StartError
 from wattlog.store.feeds import Registry, RegistryError
@@ -44,11 +46,16 @@ def cmd_feeds(args):
 
 def cmd_nodes(args):
     """Per node, from the store: what is on disk and acknowledged, and what was lost; from
-    firmware.json: the version it runs and its last over-the-air update's result."""
+    firmware.json: the version it runs and its last over-the-air update's result; from the
+    running collector's /api/plugs, when it serves HTTP: what each plug holds on its flash
+    (its spill, as it said when it last connected)."""
     from wattlog.fleet import firmware
     s = command_settings(args, ("store_password_file",))
     data = s.store or s.data_dir
     stored = reader(s).nodes()
+    plugs = ask_collector(s, s.data_dir, "/api/plugs", [],
+                          "what the plugs hold on their flash is not shown")
+    spills = {p.get("node"): p.get("spill") for p in (plugs or {}).get("plugs", [])}
     try:
         versions = firmware.read(s.data_dir) if os.path.isdir(s.data_dir) else {}
     except ValueError as e:
@@ -61,7 +68,8 @@ def cmd_nodes(args):
         fw = versions.get(node) or {"firmware": None, "update": None}
         found.append(dict({k: st[k] for k in ("last_seen", "boot", "boots", "acked_seq", "gaps",
                                               "lost", "ring_drops")},
-                          node=node, version=fw["firmware"], update=fw["update"]))
+                          node=node, version=fw["firmware"], update=fw["update"],
+                          spill=spills.get(node)))
     if args.json:  # the table's columns, for programs: unix seconds, whole numbers
         print(json.dumps(found))
         return
@@ -69,13 +77,16 @@ def cmd_nodes(args):
         print("no node has been acknowledged yet in %s" % data)
         return
     rows = [("node", "last seen", "boot", "boots", "acked seq", "gaps", "lost readings",
-             "ring drops", "version", "update")]
+             "ring drops", "on flash", "version", "update")]
     for n in found:
+        sp = n["spill"]
         rows.append((n["node"], iso(n["last_seen"]) if n["last_seen"] else "-",
                      "-" if n["boot"] is None else "%08x" % n["boot"], str(n["boots"]),
                      "-" if n["acked_seq"] is None else str(n["acked_seq"]), str(n["gaps"]),
-                     str(n["lost"]), str(n["ring_drops"]), n["version"] or "-",
-                     firmware.describe(n["update"])))
+                     str(n["lost"]), str(n["ring_drops"]),
+                     "-" if sp is None else "%d" % sp["readings"] if not sp["oldest_slot"] else
+                     "%d since %s" % (sp["readings"], iso(sp["oldest_slot"])),
+                     n["version"] or "-", firmware.describe(n["update"])))
     print_table(rows)
 
 
@@ -118,9 +129,11 @@ def cmd_repair(args):
 
 
 def cmd_rebuild(args):
-    """Recompute every feed's query summaries from its .dat (rollup.py), with progress."""
+    """Recompute every feed's query summaries from its .dat (rollup.py), then every plug's
+    runs from its first slot (runs/rebuild.py), with progress."""
     from wattlog.complaints import Complaints
-    data = data_path(args)
+    s = command_settings(args)
+    data = data_dir(s.data_dir)
     try:
         committer = Committer(data, Complaints())
     except (RegistryError, StartError) as e:
@@ -135,6 +148,62 @@ def cmd_rebuild(args):
         committer.close()
     print("rebuilt the summaries of %d feeds in %s (%d bytes)"
           % (len(committer.feeds), os.path.join(data, "summaries"), written))
+    if (s.runs or {}).get("enabled", True):
+        rebuild_runs(s, data)
+
+
+def rebuild_runs(s, data):
+    """Every plug's runs found again from its readings (the collector stopped: the lock)."""
+    from wattlog.periods import Tariff
+    from wattlog.runs.rebuild import rebuild
+    from wattlog.store import datalock
+    try:
+        lock = datalock.lock(data, "rebuild")
+    except datalock.Locked as e:
+        raise CliError(str(e)) from None
+    try:
+        found = rebuild(reader(s), data, s.runs, Tariff.from_settings(s.tariff), s.timezone)
+    finally:
+        os.close(lock)
+    n, total = len(found), sum(found.values())
+    print("rebuilt the runs of %d plug%s in %s (%d run%s)" % (
+        n, "" if n == 1 else "s", os.path.join(data, "runs"), total, "" if total == 1 else "s"))
+
+
+def cmd_runs(args):
+    """What each appliance did: its runs, kWh and cost per run, runs per week, a cycling
+    appliance's duty cycle (runs/report.py). The running collector's /api/runs when it
+    serves HTTP (the run going on included), else the files in <data>/runs."""
+    from wattlog.runs.records import Saved
+    from wattlog.runs.report import report, text
+    s = command_settings(args)
+    data = data_dir(s.data_dir)
+    tz = zone(s.timezone)
+    try:
+        since = storable_time(args.since, "--since", tz) if args.since else None
+        until = storable_time(args.until, "--until", tz) if args.until else None
+    except argparse.ArgumentTypeError as e:
+        raise UsageError(str(e)) from None
+    if since is not None and until is not None and until <= since:
+        raise UsageError("--since %s is not before --until %s" % (iso(since, tz), iso(until, tz)))
+    if not (s.runs or {}).get("enabled", True):
+        raise CliError("runs are off in the config ([runs] enabled = false)")
+    saved = Saved(data, (s.runs or {}).get("plugs"))
+    if args.plug is not None and args.plug not in saved.nodes():
+        raise CliError("no runs of a plug %r in %s; `wattlog runs` lists the plugs, and "
+                       "`wattlog rebuild` finds them in the readings" % (args.plug, data))
+    answer = ask_collector(s, data, "/api/runs", [(k, v) for k, v in (
+        ("plug", args.plug), ("since", since), ("until", until)) if v is not None],
+        "the run going on is not shown")
+    if answer is None:
+        answer = report(saved, reader(s), s.timezone, since, until, node=args.plug)
+    if args.json:
+        print(json.dumps(answer))
+    elif not answer["plugs"]:
+        print("no runs yet in %s: the collector finds them as readings arrive, `wattlog "
+              "rebuild` in what is stored" % data)
+    else:
+        print(text(answer))
 
 
 def value_text(v):
@@ -250,19 +319,26 @@ def cmd_energy(args):
 
 def collector_energy(s, data, by, start, end):
     """The running collector's /api/energy for the same question, or None when no collector
-    writes `data` (then the store holds everything). A collector that holds the files' lock
-    but does not answer is said in a note: the figures then lack what it has not committed."""
+    writes `data` (then the files hold everything)."""
+    return ask_collector(s, data, "/api/energy", [("by", by)] + [
+        (k, v) for k, v in (("start", start), ("end", end)) if v])
+
+
+def ask_collector(s, data, path, query,
+                  without="the readings it has not committed yet are not counted"):
+    """The running collector's answer to GET path?query, or None when no collector writes
+    `data` (then the files hold everything). A collector that runs but does not answer is
+    said in a note, with what the answer lacks `without` it."""
     import urllib.error
     import urllib.parse
     import urllib.request
     from wattlog.store import datalock
-    if not s.store and datalock.holder(data) is None:
+    if not s.http_listen or (not s.store and datalock.holder(data) is None):
         return None  # no collector writes the files: they hold everything
     host, _, port = s.http_listen.rpartition(":")
     host = {"0.0.0.0": "127.0.0.1", "[::]": "[::1]", "::": "[::1]"}.get(host, host)
-    query = urllib.parse.urlencode([("by", by)] + [(k, v) for k, v in (("start", start),
-                                                                        ("end", end)) if v])
-    request = urllib.request.Request("http://%s:%s/api/energy?%s" % (host, port, query))
+    request = urllib.request.Request("http://%s:%s%s?%s" % (host, port, path,
+                                                           urllib.parse.urlencode(query)))
     if s.http_token_file:
         try:
             with open(s.http_token_file) as f:
@@ -274,10 +350,8 @@ def collector_energy(s, data, by, start, end):
             return json.load(answer)
     except (OSError, ValueError) as e:
         if not s.store:  # one runs (it holds the files' lock): its pending readings are missed
-            print("note: the collector writing %s did not answer at %s (%s): the readings it "
-                  "has not committed yet are not counted" % (data, s.http_listen,
-                                                             getattr(e, "reason", e)),
-                  file=sys.stderr)
+            print("note: the collector writing %s did not answer at %s (%s): %s"
+                  % (data, s.http_listen, getattr(e, "reason", e), without), file=sys.stderr)
         return None
 
 

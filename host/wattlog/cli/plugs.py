@@ -46,7 +46,7 @@ def cmd_ota(args):
     try:
         keys = {n: read_ota_key(where, n) for n in nodes}
         results = run(nodes, keys, lambda node: next_serial(where, node), build, url,
-                      password, s.ca, s.base_topic, args.parallel, args.trial)
+                      password, s.ca, s.base_topic, args.parallel, args.trial, directory=where)
     except (OtaError, ProvisionError, ValueError) as e:
         raise CliError(str(e)) from None
     print(table(results))

@@ -5,7 +5,10 @@ API's plug health, through plugwatch.py, which shares the parsers here).
 What a plug publishes (lib/wattnode):
   homeassistant/device/<node>/config   retained, at every connection: "dev": {"sw_version"}
   wattlog/<node>/ota/status            retained, at each step of an update (lib/wattnode/ota.py):
-                                       {"id", "state", "version", "running", "reason", ...}
+                                       {"id", "state", "version", "running", "reason", ...};
+                                       a rollback's report also has "lost": the slots of the
+                                       failed version that were neither stored nor kept
+                                       (lib/wattnode/otatrial.py)
 
 <data>/firmware.json (written by the collector, replaced atomically by durable.py):
   {"version": 1, "nodes": {"<node>": {"firmware": "0.2.0" or null,
@@ -20,10 +23,16 @@ nothing. It is derived data: missing or damaged, it is rebuilt from what the bro
 characters before it is kept, since `wattlog nodes` prints it to a terminal.
 
 A plug on trial (its last report "switching": it rebooted into a new version, which it
-confirms only once the collector has acknowledged a reading of the new boot) would otherwise
+confirms only if the collector acknowledges the readings of its whole trial) would otherwise
 wait for the next commit, up to the commit interval (300 s by default), longer than the trial
 (120 s by default): on_trial() tells the collector to commit what such a plug sends at once
-(collector.py), for at most TRIAL_MAX_S after the switch. An update costs a few more commits.
+(collector.py), for at most TRIAL_MAX_S after the switch. An update costs a commit a reading
+for its trial (12 for the default trial at 10 s).
+
+A rollback whose report says it lost slots ("lost") is handed to on_lost(node, lost, update)
+once, as the report is first heard (not again for the retained copy a restarted collector
+hears, which firmware.json already holds): the collector counts them as lost readings of the
+plug (nodes.py), beside those its own holes show.
 """
 
 import json
@@ -41,6 +50,7 @@ STATES = ("receiving", "refused", "switching", "confirmed", "rolled back")
 TRIAL_MAX_S = 3600 + 600   # the longest trial (lib/wattnode/ota.py), its drain and reboot
 VERSION_CHARS = 32
 REASON_CHARS = 300
+MAX_LOST = 1 << 30  # slots: what a plug could count (a small int on a 32-bit plug)
 
 
 def _text(v, limit):
@@ -67,10 +77,12 @@ def parse_status(payload, now=None):
         return None
     if not isinstance(m, dict) or m.get("state") not in STATES:
         return None
+    lost = m.get("lost")
     return {"id": _text(m.get("id"), 8), "state": m["state"],
             "version": _text(m.get("version"), VERSION_CHARS),
             "reason": _text(m.get("reason"), REASON_CHARS) or "",
-            "time": int(time.time() if now is None else now)}
+            "time": int(time.time() if now is None else now),
+            "lost": lost if isinstance(lost, int) and 0 <= lost < MAX_LOST else None}
 
 
 def describe(update):
@@ -107,12 +119,13 @@ class Firmware:
     plug's version or update result changes. get() is safe from other threads."""
 
     def __init__(self, data_dir, base_topic="wattlog", ha_prefix="homeassistant",
-                 complaints=None, clock=time.time):
+                 complaints=None, clock=time.time, on_lost=None):
         self.path = os.path.join(data_dir, FILE)
         self.clock = clock
         self.base = base_topic
         self.ha = ha_prefix
         self.complaints = complaints
+        self.on_lost = on_lost
         self.writes = 0
         self._lock = threading.Lock()
         self._dirty = False
@@ -150,6 +163,8 @@ class Firmware:
         old = self.get(node)["update"] or {}
         if any(old.get(k) != update[k] for k in ("id", "state", "version", "reason")):
             self._set(node, "update", update)
+            if update["lost"] and self.on_lost is not None:
+                self.on_lost(node, update["lost"], update)
         return True
 
     def on_trial(self, node):

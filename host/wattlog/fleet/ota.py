@@ -21,7 +21,10 @@ The plug's side, the topics and the manifest are described in lib/wattnode/ota.p
 - the plug drives the transfer: it asks for (file, offset, n, k) on ota/req and this answers
   with up to k chunks; a plug that stops asking for TRANSFER_TIMEOUT_S has failed;
 - the plug's ota/status says what happened (receiving, refused, switching, confirmed, rolled
-  back); only live messages count (a retained one is from an earlier update);
+  back); a message counts when it names this update's id (random per update), so a retained
+  one from an earlier update does not, and one the plug published while the tool was
+  reconnecting does, when it comes back with the subscription; a rollback's reason says the
+  slots it lost ("lost");
 - a plug hears a manifest only while it is connected (its session is clean: the broker keeps
   nothing for it while it is away), so one that was away when the manifest went out (a power
   cut, a reconnect) gets it again when it says "online" on its status topic, until it has
@@ -29,11 +32,27 @@ The plug's side, the topics and the manifest are described in lib/wattnode/ota.p
   went away resumes it from its flash and takes the same manifest again as "carry on". A plug
   that gives no answer in ANSWER_TIMEOUT_S fails with that reason, and that it is offline
   when its status topic says so (retained: known from the start);
-- one MQTT connection for every plug (the broker knows wattlog-operator as one client id);
-  --parallel N plugs at a time (default 1), and no new plug is started once one has failed,
-  so a bad build stops at the first plug it breaks.
+- its own broker identity: the broker ties each client id to its user name
+  (use_username_as_clientid, provision.py), so two clients of one user take each other's
+  place; `wattlog plug` and the HTTP API's switching log in as wattlog-operator, and each
+  `wattlog ota` as one of the update tool's logins, wattlog-operator-ota1..8 (provision.py
+  makes them with the operator's password), the first no other `wattlog ota` holds (a lock
+  file in the provision directory, held while it runs). So an operator's login beside an
+  update, and a second update of other plugs, do not cut it off. A broker provisioned before
+  those logins existed refuses them: the tool then says so and logs in as the operator
+  itself. Whatever cuts the connection (a broker restart, a takeover), paho reconnects and
+  the tool subscribes again on every connection; a plug's request lost meanwhile is asked
+  again (lib/wattnode/ota.py), and its ota/status, retained, comes back with the
+  subscription (a retained status counts when it names this update's id);
+- one MQTT connection for every plug of a run: --parallel N plugs at a time (default 1), and
+  no new plug is started once one has failed, so a bad build stops at the first plug it
+  breaks. In a run of more than one plug, one whose status topic says "offline" (retained:
+  known as the tool connects) is not started ("offline, not started", at once: it neither
+  waits ANSWER_TIMEOUT_S nor holds the plugs after it back) and does not stop the others;
+  the exit status still says not every plug was updated.
 """
 
+import fcntl
 import hashlib
 import hmac
 import json
@@ -46,15 +65,17 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-
+from wattlog.fleet.provision import OPERATOR, OTA_USERS
+from wattlog.mqtt import client_for, parse_broker, with_user
 from wattlog.store import durable
-from wattlog.mqtt import client_for
 from wattnode.wire import EPOCH_UNIX
 
 TRANSFER_TIMEOUT_S = 60.0   # a plug that has not asked for a chunk this long has failed
 ANSWER_TIMEOUT_S = 30.0     # for the plug's first answer to the manifest
 REPORT_S = 120.0            # after the trial: a rollback's drain, reboot and reconnect
-TRIAL_S = 120               # the trial a new version gets to reconnect, sample and be acked
+TRIAL_S = 120               # the trial a new version runs, its readings acknowledged
+READY_S = 10.0              # for the broker to take the login and the subscriptions
+OFFLINE = "offline, not started"
 _CHUNK_HDR = struct.Struct("<HI")
 
 
@@ -119,17 +140,61 @@ def manifest(node, key_hex, version, files, serial, trial_s=TRIAL_S, uid=None):
     return mac + b"\n" + body, uid
 
 
+def take_login(directory, url):
+    """(broker URL, lock) for this run: with the operator's URL, the first of the update
+    tool's logins (OTA_USERS) that no other `wattlog ota` holds, kept by an exclusive lock on
+    <directory>/.ota-login-N.lock until the lock file closes (the process ends); any other
+    user's URL as it is (lock None)."""
+    if parse_broker(url)[2] != OPERATOR:
+        return url, None
+    for i, user in enumerate(OTA_USERS):
+        path = os.path.join(directory, ".ota-login-%d.lock" % (i + 1))
+        try:
+            lock = open(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), "r+b")
+        except OSError as e:
+            raise OtaError("cannot open %s (%s): `wattlog ota` needs to write the provision "
+                           "directory" % (path, e.strerror)) from None
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        return with_user(url, user), lock
+    raise OtaError("%d `wattlog ota` run already, each with one of the update tool's %d broker "
+                   "logins: wait for one to end" % (len(OTA_USERS), len(OTA_USERS)))
+
+
 class Fleet:
     """One operator connection; messages routed to each plug's queue by topic."""
 
-    def __init__(self, broker_url, password, ca, base):
+    def __init__(self, broker_url, password, ca, base, fallback_url=None, warn=None):
+        """fallback_url: the login to use instead when the broker refuses broker_url's (a
+        broker provisioned before the update tool had logins of its own); warn(text) says
+        so."""
         self.base = base
         self.queues = {}
         self.online = {}  # node: its status topic says "online" (False: "offline")
+        try:
+            self._connect(broker_url, password, ca)
+        except OtaError:
+            if fallback_url is None:
+                raise
+            if warn is not None:
+                warn("wattlog ota: the broker refused the update tool's login %s (provisioned "
+                     "by an older wattlog? run `wattlog provision` again and give mosquitto its "
+                     "new passwd and acl); logging in as %s, whose other logins (wattlog plug, "
+                     "the dashboard's switches) interrupt this update for a moment"
+                     % (parse_broker(broker_url)[2], parse_broker(fallback_url)[2]))
+            self._connect(fallback_url, password, ca)
+
+    def _connect(self, broker_url, password, ca):
         self.client, host, port = client_for(broker_url, "wattlog-ota-%d" % os.getpid(), ca,
                                              password)
+        self._ready = threading.Event()
+        self._ready_mid = None
         connected = queue.Queue()
-        self.client.on_connect = lambda c, u, f, rc, p: connected.put(rc)
+        self.client.on_connect = lambda c, u, f, rc, p: (connected.put(rc), self._subscribe(rc))
+        self.client.on_subscribe = self._subscribed
         self.client.on_message = self._route
         try:
             self.client.connect(host, port, keepalive=30)
@@ -137,15 +202,28 @@ class Fleet:
             raise OtaError("cannot reach the broker at %s:%d (%s)" % (host, port, e)) from None
         self.client.loop_start()
         try:
-            rc = connected.get(timeout=10)
+            rc = connected.get(timeout=READY_S)
         except queue.Empty:
             rc = "no answer"
-        if rc != 0:
+        if rc != 0 or not self._ready.wait(READY_S):
             self.close()
-            raise OtaError("the broker refused the operator's login (%s): check "
-                           "--password-file" % rc)
-        for t in ("ota/req", "ota/status", "status"):
-            self.client.subscribe("%s/+/%s" % (base, t), qos=1)
+            raise OtaError("the broker refused the login of %s (%s): check --password-file"
+                           % (parse_broker(broker_url)[2], rc))
+
+    def _subscribe(self, rc):
+        """On every connection (paho reconnects by itself): the plugs' status first, then
+        what the updates need; the second SUBACK comes after the first one's retained
+        messages (the broker answers a client's packets in order), so once it is in, every
+        plug's retained status is known."""
+        if rc != 0:
+            return
+        self.client.subscribe("%s/+/status" % self.base, qos=1)
+        self._ready_mid = self.client.subscribe([("%s/+/%s" % (self.base, t), 1)
+                                                 for t in ("ota/req", "ota/status")])[1]
+
+    def _subscribed(self, client, userdata, mid, reason_codes, properties):
+        if mid == self._ready_mid:
+            self._ready.set()
 
     def _route(self, client, userdata, m):
         parts = m.topic.split("/")
@@ -155,7 +233,9 @@ class Fleet:
         if topic == "status":  # retained too: it says whether the plug is online now
             self.online[parts[1]] = m.payload == b"online"
         q = self.queues.get(parts[1])
-        if q is not None and not m.retain:
+        # a retained ota/status counts when it names this update (update() checks the id):
+        # after a reconnect it is the one the plug published meanwhile
+        if q is not None and (not m.retain or topic == "ota/status"):
             q.put((topic, m.payload))
 
     def close(self):
@@ -261,11 +341,13 @@ class Fleet:
 
 
 def run(nodes, keys, serials, build, broker_url, password, ca=None, base="wattlog", parallel=1,
-        trial_s=TRIAL_S, out=sys.stderr):
+        trial_s=TRIAL_S, out=sys.stderr, directory=None):
     """Update `nodes` ({node: key hex} in keys; serials(node): the serial of its manifest,
     next_serial()), `parallel` at a time, none started after a failure. Returns the result
-    dicts, in the order of `nodes` (skipped ones "not started")."""
+    dicts, in the order of `nodes` (skipped ones "not started", offline ones OFFLINE).
+    directory: the provision directory, where the update tool's login is taken (take_login)."""
     version, files = load_build(build)
+    url, login = take_login(directory, broker_url) if directory else (broker_url, None)
     lock = threading.Lock()
     failed = threading.Event()
 
@@ -277,13 +359,25 @@ def run(nodes, keys, serials, build, broker_url, password, ca=None, base="wattlo
                                                       done * 100 // max(total, 1), done, total),
                   file=out, flush=True)
 
-    fleet = Fleet(broker_url, password, ca, base)
+    def warn(text):
+        with lock:
+            print(text, file=out, flush=True)
+    try:
+        fleet = Fleet(url, password, ca, base, broker_url if url != broker_url else None, warn)
+    except OtaError:
+        if login is not None:
+            login.close()
+        raise
     results = {}
 
     def one(node):
         if failed.is_set():
             results[node] = {"node": node, "old": "?", "new": version, "result": "not started",
                              "reason": "an earlier plug failed", "bytes": 0, "seconds": 0.0}
+            return
+        if len(nodes) > 1 and fleet.online.get(node) is False:
+            results[node] = {"node": node, "old": "?", "new": version, "result": OFFLINE,
+                             "reason": "", "bytes": 0, "seconds": 0.0}
             return
         r = fleet.update(node, keys[node], serials(node), version, files, trial_s, progress)
         results[node] = r
@@ -294,6 +388,8 @@ def run(nodes, keys, serials, build, broker_url, password, ca=None, base="wattlo
             list(pool.map(one, nodes))
     finally:
         fleet.close()
+        if login is not None:
+            login.close()
     return [results[n] for n in nodes]
 
 

@@ -40,7 +40,10 @@ line to run as root.
 `use_username_as_clientid` makes the broker replace each client's id with its user name, so
 no client can take over another's session (a plug connecting as `wattlog-collector` would
 otherwise knock the collector off). Two clients logged in as one user take each other's
-place: hence a user per program.
+place: hence a user per program, and the update tool's own logins (below), one per `wattlog
+ota` running at once, so that an operator's login beside an update or a second update does
+not cut one off. They share the operator's password (credentials.json repeats it; the
+operator's password file serves them all): they are the operator, as the update tool.
 
 Users and what the ACL lets them do, each exactly what it uses (a `user` block each: every
 user in credentials.json but the three programs' is a node):
@@ -53,11 +56,19 @@ user in credentials.json but the three programs' is a node):
                       homeassistant/device/+/config (each plug's version and last update,
                       for `wattlog nodes`: firmware.py); for its HTTP API (api.py) read
                       wattlog/+/state and log; read $SYS/broker/uptime (was a lost connection
-                      a broker restart, or another client logged in as it? collector.py)
+                      a broker restart, or another client logged in as it? collector.py);
+                      for the appliances' runs (runs/ha.py) write wattlog/+/event and run and
+                      exactly the three discovery topics of a plug's run triggers and
+                      run-state sensor, read homeassistant/status
   wattlog-operator    `wattlog plug`: read wattlog/+/status and state; write wattlog/+/relay/set
                       and wattlog/+/cmd; `wattlog ota`: write wattlog/+/ota/manifest and
-                      ota/chunk, read wattlog/+/ota/req and ota/status
-  homeassistant       read wattlog/+/status and state; write wattlog/+/relay/set; readwrite
+                      ota/chunk, read wattlog/+/ota/req and ota/status (kept for a `wattlog
+                      ota` whose broker lacks the logins below)
+  wattlog-operator-ota1 .. -ota8   `wattlog ota` (fleet/ota.py takes the first free
+                      one): read wattlog/+/status, ota/req and ota/status; write
+                      wattlog/+/ota/manifest and ota/chunk
+  homeassistant       read wattlog/+/status, state, event and run; write wattlog/+/relay/set;
+                      readwrite
                       homeassistant/# (discovery, its own status)
 A node therefore cannot publish readings as another node, switch another node's relay, nor
 free its own readings with an ack of its own. mosquitto acknowledges a denied publish and
@@ -82,6 +93,8 @@ COLLECTOR = "wattlog-collector"
 OPERATOR = "wattlog-operator"
 HOMEASSISTANT = "homeassistant"
 CLIENTS = (COLLECTOR, OPERATOR, HOMEASSISTANT)
+OTA_USERS = tuple("%s-ota%d" % (OPERATOR, i) for i in range(1, 9))  # `wattlog ota`'s logins
+NOT_NODES = CLIENTS + OTA_USERS  # every user in credentials.json but these is a node
 BROKER_GROUP = "mosquitto"
 TOKEN_FILE = "http.token"
 CONFIG_FILE = "wattlog.toml"
@@ -100,6 +113,12 @@ topic read %(base)s/+/log
 topic read %(base)s/+/ota/status
 topic read %(ha)s/device/+/config
 topic read $SYS/broker/uptime
+topic write %(base)s/+/event
+topic write %(base)s/+/run
+topic write %(ha)s/device_automation/+/run_started/config
+topic write %(ha)s/device_automation/+/run_finished/config
+topic write %(ha)s/sensor/+/run_state/config
+topic read %(ha)s/status
 
 user %(operator)s
 topic read %(base)s/+/status
@@ -111,13 +130,24 @@ topic write %(base)s/+/ota/chunk
 topic read %(base)s/+/ota/req
 topic read %(base)s/+/ota/status
 
-user %(homeassistant)s
+%(ota)suser %(homeassistant)s
 topic read %(base)s/+/status
 topic read %(base)s/+/state
+topic read %(base)s/+/event
+topic read %(base)s/+/run
 topic write %(base)s/+/relay/set
 topic readwrite %(ha)s/#
 
 # one block per node, named by its node id
+"""
+
+OTA_ACL = """user %(user)s
+topic read %(base)s/+/status
+topic write %(base)s/+/ota/manifest
+topic write %(base)s/+/ota/chunk
+topic read %(base)s/+/ota/req
+topic read %(base)s/+/ota/status
+
 """
 
 # one block per node (not `pattern` lines: a pattern applies to every user, the three above too)
@@ -200,9 +230,9 @@ def provision(directory, nodes, broker_host=None, port=None, tls=False, listen=N
         raise ProvisionError("the Wi-Fi password has %d characters: WPA needs 8 to 63 (or none, "
                              "for an open network)" % len(wifi[1]))
     for node in nodes:
-        if not NODE_ID.match(node) or node in CLIENTS:
+        if not NODE_ID.match(node) or node in NOT_NODES:
             raise ProvisionError("%r is not a node id: 1-32 of a-z, 0-9, _ and - (and not %s)"
-                                 % (node, ", ".join(CLIENTS)))
+                                 % (node, ", ".join(NOT_NODES)))
     tool = shutil.which("mosquitto_passwd")
     if tool is None:
         raise ProvisionError("mosquitto_passwd is missing: install the mosquitto package")
@@ -222,6 +252,8 @@ def provision(directory, nodes, broker_host=None, port=None, tls=False, listen=N
         if user not in creds:
             creds[user] = secrets.token_urlsafe(18)
             progress("new user %s" % user)
+    for user in OTA_USERS:
+        creds[user] = creds[OPERATOR]
     durable.write_json(cred_path, creds, mode=0o600)
     for user in CLIENTS:
         durable.write_bytes(password_file(directory, user), (creds[user] + "\n").encode(),
@@ -232,8 +264,9 @@ def provision(directory, nodes, broker_host=None, port=None, tls=False, listen=N
     _write_passwd(tool, os.path.join(directory, "passwd"), creds, shared, gid, progress)
     names = {"collector": COLLECTOR, "operator": OPERATOR, "homeassistant": HOMEASSISTANT,
              "base": base, "ha": ha_prefix}
+    names["ota"] = "".join(OTA_ACL % dict(names, user=user) for user in OTA_USERS)
     acl = ACL % names + "".join(NODE_ACL % dict(names, node=user) for user in sorted(creds)
-                                if user not in CLIENTS)
+                                if user not in NOT_NODES)
     durable.write_bytes(os.path.join(directory, "acl"), acl.encode(), mode=shared, group=gid)
 
     tls = tls or bool(saved.get("tls"))
@@ -256,7 +289,7 @@ def provision(directory, nodes, broker_host=None, port=None, tls=False, listen=N
     durable.write_json(os.path.join(directory, "provision.json"),
                        {"broker_host": broker_host, "port": port, "tls": tls, "listen": listen,
                         "wifi_ssid": ssid, "ntp_host": ntp_host}, mode=0o600)
-    plugs = {u for u in creds if u not in CLIENTS}
+    plugs = {u for u in creds if u not in NOT_NODES}
     if changed and plugs - set(nodes):
         nodes = sorted(set(nodes) | plugs)
         progress("the %s changed: every plug's config.json is rewritten; copy each to its plug "
@@ -534,7 +567,7 @@ def main_text(creds, directory, program, systemd=None):
     config = shlex.quote(os.path.join(directory, CONFIG_FILE))
     wattlog = shlex.quote(program)
     broker_conf = shlex.quote(os.path.join(directory, "mosquitto.conf"))
-    nodes = len([u for u in creds if u not in CLIENTS])
+    nodes = len([u for u in creds if u not in NOT_NODES])
     lines = ["provisioned %d plugs in %s" % (nodes, directory)]
     if systemd:
         lines += ["  broker: sudo cp %s /etc/mosquitto/conf.d/wattlog.conf && sudo systemctl "

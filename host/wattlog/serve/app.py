@@ -5,6 +5,7 @@ shape, the token, and the thread it runs in.
                                    order their data was first stored (the dashboard's colours)
     GET  /api/feeds, /api/series, /api/series.csv, /api/energy        series.py
     GET  /api/plugs, /api/plugs/<node>, /api/health, /api/stream, /metrics   plugs.py
+    GET  /api/runs                 the appliances' runs                  runs.py
     POST /api/plugs/<node>/relay, /api/plugs/<node>/cmd   (token)      plugs.py
     /emoncms/feed/...              emoncms's feed API (emoncms.py)
     /, /web/...                    the dashboard's page and files (web/page.py)
@@ -38,7 +39,7 @@ import zoneinfo
 from aiohttp import web
 
 from wattlog.periods import EnergyError, Tariff
-from wattlog.serve import emoncms, plugs, series
+from wattlog.serve import emoncms, plugs, runs, series
 from wattlog.serve.diskwrites import WriteMeter
 from wattlog.serve.metrics import Metrics
 from wattlog.serve.params import ApiError
@@ -70,7 +71,7 @@ class Api:
 
     def __init__(self, store, watch, broker_url=None, ca=None, read_open=True, token=None,
                  operator_password=None, timezone="UTC", tariff=None, base_topic="wattlog",
-                 broker_link=None, sink=None):
+                 broker_link=None, sink=None, runs=None):
         self.store = store
         self.watch = watch
         self.read_open = read_open
@@ -88,6 +89,7 @@ class Api:
         self.writes = WriteMeter(self.tz)
         self.broker_link = broker_link  # links.Link: the collector's, None without a collector
         self.sink = sink                # the InfluxDB sink (bridges/sink.py), if it is on
+        self.runs = runs                # the appliances' runs (runs/part.py), if they are on
         self.metrics = Metrics(store, watch, self.writes, sink)
         self.started = self.now()
         self.loop = None
@@ -104,6 +106,7 @@ class Api:
         app.router.add_get("/api", self.index)
         series.add_routes(app.router, self)
         plugs.add_routes(app.router, self)
+        runs.add_routes(app.router, self)
         emoncms.add_routes(app, self.store, timezone=self.timezone)
         page.add_routes(app)
         app.on_startup.append(self._started)
@@ -116,6 +119,7 @@ class Api:
             "GET /api/series.csv?feed=&start=&end=[&points=]",
             "GET /api/energy?by=day|week|month|year&start=&end=", "GET /api/plugs",
             "GET /api/plugs/<node>", "GET /api/health", "GET /api/stream", "GET /metrics",
+            "GET /api/runs?plug=&since=&until=",
             "POST /api/plugs/<node>/relay", "POST /api/plugs/<node>/cmd"],
             "read_open": self.read_open, "actions": self.token is not None,
             "plugs": self.store.plug_order()})

@@ -4,7 +4,8 @@ the collector's health (/api/health) and Prometheus metrics (/metrics), the live
 
 A plug's health joins two sources, each plain data: what the store holds of it
 (store.plug(node): boots, acked seq, gaps, losses) and what it publishes, as heard
-(plugwatch.PlugWatch: status, state, firmware, log lines, meter faults). Actions go through
+(plugwatch.PlugWatch: status, state, firmware, log lines, meter faults), with its runs' state
+and the days its duty cycle was above its normal (runs/report.py health). Actions go through
 the broker as wattlog-operator, so the broker's ACL still decides, and are answered when the
 plug's own state or log says it happened (or 504 after ACTION_TIMEOUT_S).
 """
@@ -20,6 +21,7 @@ from aiohttp import web
 
 from wattlog.fleet.provision import OPERATOR
 from wattlog.mqtt import client_for, parse_broker
+from wattlog.serve import plugwatch
 from wattlog.serve.params import ApiError, json_body, node_id, shown
 
 ACTION_TIMEOUT_S = 10.0
@@ -42,7 +44,7 @@ def plug_health(node, stored, seen):
     out = {"node": node, "online": None, "status": None, "last_seen": None, "boot": None,
            "boots": None, "acked_seq": None, "gaps": None, "lost": None, "ring_drops": None,
            "meter_faults": None, "firmware": None, "update": None, "state": None,
-           "broadlink": None}
+           "broadlink": None, "spill": None}
     if stored is not None:
         out.update({k: stored[k] for k in ("last_seen", "boots", "acked_seq", "gaps", "lost",
                                            "ring_drops")},
@@ -50,6 +52,7 @@ def plug_health(node, stored, seen):
     if seen is not None:
         info = seen["info"] or {}
         out.update(broadlink=info.get("broadlink"),  # the SP3S protocol's mode, if asked
+                   spill=plugwatch.spill(info),  # what it holds on its flash
                    status=seen["status"], online=seen["status"] == "online",
                    firmware=seen["firmware"], update=seen["update"],
                    state=seen["state"],
@@ -63,8 +66,19 @@ def plug_health(node, stored, seen):
 async def plugs(api, request):
     seen = api.watch.snapshot()
     stored = api.store.nodes()
-    return web.json_response({"plugs": [plug_health(n, stored.get(n), seen.get(n))
+    return web.json_response({"plugs": [dict(plug_health(n, stored.get(n), seen.get(n)),
+                                             runs=await _runs(api, n))
                                         for n in sorted(set(seen) | set(stored))]})
+
+
+async def _runs(api, node):
+    """The plug's run state and its days above its normal duty cycle (runs/report.py), or
+    None when runs are off."""
+    if api.runs is None:
+        return None
+    from wattlog.runs.report import health
+    return await api.loop.run_in_executor(None, health, api.runs, api.store, api.timezone,
+                                          node)
 
 
 async def plug(api, request):
@@ -74,7 +88,7 @@ async def plug(api, request):
     if seen is None and stored is None:
         raise ApiError(404, "no plug %s has reported here; GET /api/plugs lists them"
                        % shown(node))
-    return web.json_response(plug_health(node, stored, seen))
+    return web.json_response(dict(plug_health(node, stored, seen), runs=await _runs(api, node)))
 
 
 async def health(api, request):

@@ -23,11 +23,24 @@ from wattlog.listeners import Listeners
 
 STATE_KEYS = ("time", "power", "voltage", "current", "energy", "relay", "rssi")
 LOG_LINES = 20
+LOG_CHARS = 2000  # of a log line kept: a plug's status line is about 1.2 KB
 _FAULTS = re.compile(r"\S+ meter: (.*)")
 # what a plug's "info" answer (its Node.status(), lib/wattnode/node.py) says that health shows
 INFO_KEYS = ("boot", "uptime_s", "meter_faults", "capacity", "produced", "unacked", "unsent",
              "dropped", "connects", "batches", "acks", "resends", "bad_acks", "last_error",
-             "link_up", "commands", "bad_commands", "heap_free", "broadlink", "version")
+             "link_up", "commands", "bad_commands", "heap_free", "broadlink", "version",
+             "kept", "spill_readings", "spill_bytes", "spill_oldest_slot", "spill_capacity",
+             "spill_dropped", "spill_torn")
+# what a plug holds on its flash (lib/wattnode/spill.py), from its status: the spill_ keys
+SPILL_KEYS = ("readings", "bytes", "oldest_slot", "capacity", "dropped", "torn")
+
+
+def spill(info):
+    """{"readings", "bytes", "oldest_slot" (unix s), "capacity", "dropped", "torn"} of a
+    plug's flash spill, from its status (info); None when it has not said (older firmware)."""
+    if not info or info.get("spill_readings") is None:
+        return None
+    return {k: info.get("spill_" + k) for k in SPILL_KEYS}
 
 
 class PlugWatch:
@@ -104,7 +117,7 @@ class PlugWatch:
                 self._plug(node)["firmware"] = version
 
     def _log(self, node, payload):
-        text = payload.decode("utf-8", "replace")[:1000]
+        text = payload.decode("utf-8", "replace")[:LOG_CHARS]
         fields = {}
         m = _FAULTS.match(text)
         if text.startswith(("info ", "status ")):  # an answer; what a plug says as it connects

@@ -12,11 +12,12 @@ readings of a batch are kept whatever else it holds:
   misaligned   a slot time that is not a multiple of the batch's interval: that record
   future       a slot time more than max_future_s ahead of this computer's clock: that record
   too-old      a slot time more than max_age_s behind it: that record. A plug holds at most
-               RING_RECORDS_MAX readings (a 64 KiB ring; boards/*.json have 48 KiB at most),
-               but a broker keeps a plug's batches for as long as the collector is away, so
-               the default is a week, and never less than the ring's span at the batch's
-               interval. Without this bound one batch stamped 2020 would make a new feed
-               start in 2020: 87 MB of NaN padding per channel at 10 s.
+               PLUG_RECORDS_MAX readings (a 64 KiB RAM ring and a 4 MiB flash spill,
+               lib/wattnode/spill.py; boards/*.json have less), and a broker keeps a plug's
+               batches for as long as the collector is away, so the default is a week, and
+               never less than what a plug holds at the batch's interval (30 days at 10 s).
+               Without this bound one batch stamped 2020 would make a new feed start in 2020:
+               87 MB of NaN padding per channel at 10 s.
   implausible  a value no plug can measure (|P| > 50 kW, V > 500 V): that channel is NaN
   interval     a batch interval unlike the node's feeds: kept, on the feeds' grid
 
@@ -45,6 +46,8 @@ MAX_POWER_W = 50000.0
 MAX_VOLTAGE_V = 500.0
 MAX_AGE_S = 7 * 86400
 RING_RECORDS_MAX = 4096
+# and the largest spill (lib/wattnode/board.py, spill.py): 4096 KiB in files of 252 readings
+PLUG_RECORDS_MAX = RING_RECORDS_MAX + 4096 // 4 * 252
 NAN = float("nan")
 # wire.RECORD_FMT ("<IiIHH") as a numpy record: the batch's records are read where they lie
 RECORD = np.dtype([("t_s", "<u4"), ("power_dw", "<i4"), ("energy_wh", "<u4"),
@@ -114,7 +117,7 @@ class Ingest:
         now = self.clock()
         t = recs["t_s"].astype(np.int64) + wire.EPOCH_UNIX
         keep = np.ones(len(recs), dtype=bool)
-        earliest = now - max(self.max_age_s, RING_RECORDS_MAX * interval)
+        earliest = now - max(self.max_age_s, PLUG_RECORDS_MAX * interval)
         for kind, bad, words in (
                 ("misaligned", (t - wire.EPOCH_UNIX) % interval != 0,
                  "at %%s: not a multiple of its %d s interval" % interval),

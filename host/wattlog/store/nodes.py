@@ -213,6 +213,18 @@ class Nodes:
                                                   cur.boot), missing - lost)
         cur.move_to(held)
 
+    def lost_in_rollback(self, node, lost, version):
+        """A plug's report of `lost` slots that a rolled-back update cost it (firmware.py): the
+        failed version's readings it could not keep and the time it metered nothing. They
+        count as lost readings and one gap; written with the next commit."""
+        st = self.state.get(node)
+        if st is not None:
+            st.lost += lost
+            st.gaps += 1
+            st.dirty = True
+        self.complain("gap", "%s: %d readings lost while version %s was tried and rolled back "
+                      "(the plug counted them)" % (node, lost, version), lost)
+
     def snapshot(self):
         """Before a commit: {node: (boot, have)} for every node heard from since the last one;
         what the commit makes durable and what its acks may then say."""

@@ -91,10 +91,11 @@ MAX_MEMBERS = 1024
 SCHEMA_KEY = 0x776C7300      # pg_advisory_xact_lock: one collector makes the tables at a time
 
 
-def _connect(dsn, password, autocommit):
+def _connect(dsn, password, autocommit, name="wattlog"):
     import psycopg
-    try:
-        return psycopg.connect(dsn, password=password, autocommit=autocommit, connect_timeout=10)
+    try:  # the name is what pg_stat_activity and pg_locks' sessions show
+        return psycopg.connect(dsn, password=password, autocommit=autocommit, connect_timeout=10,
+                               application_name=name)
     except psycopg.Error as e:
         raise StoreUnavailable("cannot reach the database %s (%s)"
                                % (dsn, str(e).strip().splitlines()[0])) from None
@@ -258,8 +259,8 @@ class PgReader(Interface):
 class PgCommitter:
     """The commit protocol on PostgreSQL (writer.py's committer): one transaction a commit."""
 
-    def __init__(self, dsn, password, complaints, clock=time.time):
-        self.dsn, self.password = dsn, password
+    def __init__(self, dsn, password, complaints, clock=time.time, name="wattlog"):
+        self.dsn, self.password, self.name = dsn, password, name
         self.complain = complaints
         self.clock = clock
         self._conn = None
@@ -287,7 +288,7 @@ class PgCommitter:
         if self._conn is None or self._conn.closed or self._conn.broken:
             if self.fenced and self._conn is not None:
                 raise LeaseLost("the database session holding this collector's leases is gone")
-            self._conn = _connect(self.dsn, self.password, autocommit=False)
+            self._conn = _connect(self.dsn, self.password, autocommit=False, name=self.name)
         return self._conn
 
     # -- leases (the cluster: cluster.py) ------------------------------------------------------
@@ -308,9 +309,15 @@ class PgCommitter:
                                 % str(e).strip().splitlines()[0]) from None
             raise StoreUnavailable(str(e).strip().splitlines()[0]) from None
 
-    def join(self):
-        """Become a member (fenced from now on); this collector's member number."""
+    def join(self, lease_s):
+        """Become a member (fenced from now on); this collector's member number. The session
+        ends (and its leases with it) when it is left idle for lease_s, or held in an open
+        transaction that long: the server's timeouts, set on this session only, are what
+        fence a paused collector out."""
         self.fenced = True
+        ms = int(lease_s * 1000)
+        self._one("SELECT set_config('idle_session_timeout', %s, false), set_config("
+                  "'idle_in_transaction_session_timeout', %s, false)", (str(ms), str(ms)))
         for i in range(MAX_MEMBERS):
             if self._one("SELECT pg_try_advisory_lock(%s, %s)", (MEMBERS_KEY, i)):
                 return i
@@ -543,8 +550,9 @@ class PgStore(Writer, PgReader):
     """The collector's store on PostgreSQL: writer.py's write path over PgCommitter, read
     through the interface with the readings not committed yet laid over."""
 
-    def __init__(self, dsn, password, complaints, max_future_s=3600, max_age_s=MAX_AGE_S):
-        self.committer = PgCommitter(dsn, password, complaints)
+    def __init__(self, dsn, password, complaints, max_future_s=3600, max_age_s=MAX_AGE_S,
+                 name="wattlog"):
+        self.committer = PgCommitter(dsn, password, complaints, name=name)
         PgReader.__init__(self, dsn, password)
         Writer.__init__(self, complaints, max_future_s, max_age_s)
 

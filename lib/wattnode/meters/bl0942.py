@@ -18,6 +18,9 @@ window's energy integrates the chip's own averaged WATT over the time between re
 replies stopped for more than GAP_MS (the node was busy, the line was noisy) the CF_CNT delta,
 exact and wrap-safe, covers the stretch instead (a count is 1.09e7 x 100 uJ, so a gap of more
 than ~100 counts makes a big integer: an allocation, rare and still correct).
+The first reply after the driver starts has no CF_CNT to compare with: its energy is WATT over
+the time since the first request (a boot's first slot is then its true mean, not short of the
+first 200 ms).
 Quirks: a reply that does not come within REPLY_MS is "partial" (some bytes) or counts towards
 "silent" (none); no good reply for SILENT_MS invalidates the window, and energy counted across
 the silence goes to the total only.
@@ -56,6 +59,7 @@ class BL0942(Meter):
         self._sent_ms = now
         self._good_ms = now
         self._cf_last = -1
+        self._asked = False
         self._silent = False
         self._count_uj100 = cal.scale(COUNT_UJ100, cal.power_q12_gain)
         self._max_w = board.get("meter", {}).get("max_power_w", 6000)
@@ -75,6 +79,9 @@ class BL0942(Meter):
                 self.faults[SYNC] += 1
             self._uart.write(self._request)
             self._sent_ms = now
+            if not self._asked:  # the first reply's energy counts from the first request
+                self._asked = True
+                self._good_ms = now
             self._waiting = True
             self._n = 0
         if ticks_diff(now, self._good_ms) > SILENT_MS:
@@ -117,8 +124,11 @@ class BL0942(Meter):
         i = cal.scale(_u24le(p, 1) * 100 // 25121, cal.current_q12)
         dt = ticks_diff(now, self._good_ms)
         self._good_ms = now
-        if self._cf_last < 0:
+        if self._cf_last < 0:  # the first reply: from its request on, WATT is all there is
             self._cf_last = cf
+            if not self._silent:
+                power = self.power_dw if self.power_dw >= 0 else -self.power_dw
+                self._add(cal.scale(self.to_dj(dt, power), cal.power_q12(power)), v, i)
             return
         counts = (cf - self._cf_last) & 0xFFFFFF
         self._cf_last = cf

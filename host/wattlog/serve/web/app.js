@@ -2,12 +2,13 @@
    controls, reads whether this collector takes actions at all and each plug's colour (GET
    /api: common.js, loadIndex) before the first view draws, starts the live stream and
    keeps today's kWh current. Plain modern JavaScript modules, no build step:
-   common.js, overview.js, history.js, energy.js, health.js beside it. */
+   common.js, overview.js, history.js, energy.js, runs.js, health.js beside it. */
 
 import { $, loadIndex, route, showError, state, views } from "./common.js";
 import { loadHealth } from "./health.js";
 import { loadEnergy, setupEnergy } from "./energy.js";
 import { loadHistory, setupHistory } from "./history.js";
+import { loadRuns } from "./runs.js";
 import { drawCards, loadOverview, loadPeriod, setupToken, stream } from "./overview.js";
 
 const TODAY_REFRESH_S = 60;
@@ -15,7 +16,7 @@ const TODAY_REFRESH_S = 60;
 /* -- start -------------------------------------------------------------------------------- */
 
 Object.assign(views, { overview: loadOverview, history: loadHistory, energy: loadEnergy,
-                      health: loadHealth });
+                      runs: loadRuns, health: loadHealth });
 
 async function start() {
   setupToken();

@@ -174,7 +174,8 @@ export function watchScroll(wrap) {
 
 export function parseHash() {
   const [view, query] = location.hash.replace(/^#/, "").split("?");
-  return { view: ["overview", "history", "energy", "health"].includes(view) ? view : "overview",
+  return { view: ["overview", "history", "energy", "runs", "health"].includes(view) ? view
+    : "overview",
            params: new URLSearchParams(query || "") };
 }
 

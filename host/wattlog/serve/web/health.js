@@ -96,6 +96,8 @@ export async function loadHealth() {
     " dBm)").join(", ") + (weak.length === 1 ? " has" : " have") + " a weak Wi-Fi signal: below " +
     WEAK_DBM + " dBm readings may come late or be resent, and a switch may take a while; the " +
     "plug nearer the access point, or a repeater, helps." : "";
+  $("#runs-note").textContent = plugs.plugs.map((p) => p.runs && p.runs.note).filter(Boolean)
+    .join(" ");
   $("#plug-logs").replaceChildren(...plugs.plugs.filter((p) => p.log && p.log.length).map((p) =>
     el("details", {}, el("summary", { text: p.node + ": last " + p.log.length + " log lines" }),
        el("pre", { class: "log", text: p.log.map((l) => when(l.time) + "  " + l.text).join("\n") }))));

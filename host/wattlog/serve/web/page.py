@@ -27,7 +27,7 @@ LIB_DIRS = (os.path.join(WEB_DIR, "lib"),
             os.path.join(CHECKOUT, "node_modules", "uplot", "dist"),
             "/usr/local/share/wattlog/uplot", "/usr/share/wattlog/uplot")
 OWN = dict({name + ".js": "text/javascript" for name in
-             ("app", "common", "overview", "history", "energy", "health")},
+             ("app", "common", "overview", "history", "energy", "runs", "health")},
            **{"style.css": "text/css"})
 LIB = {"uPlot.iife.min.js": "text/javascript", "uPlot.min.css": "text/css"}
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
