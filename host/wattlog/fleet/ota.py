@@ -66,7 +66,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from wattlog.fleet.provision import OPERATOR, OTA_USERS
-from wattlog.mqtt import client_for, parse_broker, with_user
+from wattlog.fleet.session import Session, SessionError
+from wattlog.mqtt import parse_broker, with_user
 from wattlog.store import durable
 from wattnode.wire import EPOCH_UNIX
 
@@ -176,71 +177,50 @@ class Fleet:
         self.online = {}  # node: its status topic says "online" (False: "offline")
         try:
             self._connect(broker_url, password, ca)
-        except OtaError:
-            if fallback_url is None:
-                raise
+        except SessionError as e:
+            if fallback_url is None or e.kind != "login":
+                raise OtaError(str(e)) from None
             if warn is not None:
                 warn("wattlog ota: the broker refused the update tool's login %s (provisioned "
                      "by an older wattlog? run `wattlog provision` again and give mosquitto its "
                      "new passwd and acl); logging in as %s, whose other logins (wattlog plug, "
                      "the dashboard's switches) interrupt this update for a moment"
                      % (parse_broker(broker_url)[2], parse_broker(fallback_url)[2]))
-            self._connect(fallback_url, password, ca)
+            try:
+                self._connect(fallback_url, password, ca)
+            except SessionError as e:
+                raise OtaError(str(e)) from None
 
     def _connect(self, broker_url, password, ca):
-        self.client, host, port = client_for(broker_url, "wattlog-ota-%d" % os.getpid(), ca,
-                                             password)
-        self._ready = threading.Event()
-        self._ready_mid = None
-        connected = queue.Queue()
-        self.client.on_connect = lambda c, u, f, rc, p: (connected.put(rc), self._subscribe(rc))
-        self.client.on_subscribe = self._subscribed
-        self.client.on_message = self._route
+        """The operator's session (session.py), subscribed on every connection (paho
+        reconnects by itself): the plugs' status first, then what the updates need; once the
+        second SUBACK is in, every plug's retained status is known."""
+        self.session = Session(broker_url, "wattlog-ota-%d" % os.getpid(), password, ca,
+                               READY_S, on_message=self._route)
+        self.session.open()
         try:
-            self.client.connect(host, port, keepalive=30)
-        except OSError as e:
-            raise OtaError("cannot reach the broker at %s:%d (%s)" % (host, port, e)) from None
-        self.client.loop_start()
-        try:
-            rc = connected.get(timeout=READY_S)
-        except queue.Empty:
-            rc = "no answer"
-        if rc != 0 or not self._ready.wait(READY_S):
+            self.session.subscribe([("%s/+/status" % self.base, 1)])
+            self.session.subscribe([("%s/+/%s" % (self.base, t), 1)
+                                    for t in ("ota/req", "ota/status")])
+        except SessionError:
             self.close()
-            raise OtaError("the broker refused the login of %s (%s): check --password-file"
-                           % (parse_broker(broker_url)[2], rc))
+            raise
 
-    def _subscribe(self, rc):
-        """On every connection (paho reconnects by itself): the plugs' status first, then
-        what the updates need; the second SUBACK comes after the first one's retained
-        messages (the broker answers a client's packets in order), so once it is in, every
-        plug's retained status is known."""
-        if rc != 0:
-            return
-        self.client.subscribe("%s/+/status" % self.base, qos=1)
-        self._ready_mid = self.client.subscribe([("%s/+/%s" % (self.base, t), 1)
-                                                 for t in ("ota/req", "ota/status")])[1]
-
-    def _subscribed(self, client, userdata, mid, reason_codes, properties):
-        if mid == self._ready_mid:
-            self._ready.set()
-
-    def _route(self, client, userdata, m):
-        parts = m.topic.split("/")
+    def _route(self, topic, payload, retain):
+        parts = topic.split("/")
         if len(parts) < 3:
             return
         topic = "/".join(parts[2:])
         if topic == "status":  # retained too: it says whether the plug is online now
-            self.online[parts[1]] = m.payload == b"online"
+            self.online[parts[1]] = payload == b"online"
         q = self.queues.get(parts[1])
         # a retained ota/status counts when it names this update (update() checks the id):
         # after a reconnect it is the one the plug published meanwhile
-        if q is not None and (not m.retain or topic == "ota/status"):
-            q.put((topic, m.payload))
+        if q is not None and (not retain or topic == "ota/status"):
+            q.put((topic, payload))
 
     def close(self):
-        self.client.loop_stop()
-        self.client.disconnect()
+        self.session.close()
 
     def update(self, node, key_hex, serial, version, files, trial_s, progress):
         """Update one plug with a manifest of this serial: a result dict (node, old, new,
@@ -251,7 +231,7 @@ class Fleet:
         out = {"node": node, "old": "?", "new": version, "result": "failed", "reason": "",
                "bytes": len(msg), "seconds": 0.0}
         base = "%s/%s/" % (self.base, node)
-        self.client.publish(base + "ota/manifest", msg, qos=1)
+        self.session.send(base + "ota/manifest", msg)
         total = sum(len(c) for _, c in files)
         deadline = time.monotonic() + ANSWER_TIMEOUT_S
         shown = -1
@@ -265,7 +245,7 @@ class Fleet:
                     return out
                 if topic == "status":
                     if payload == b"online" and not answered:  # back: it missed the manifest
-                        self.client.publish(base + "ota/manifest", msg, qos=1)
+                        self.session.send(base + "ota/manifest", msg)
                         out["bytes"] += len(msg)
                         deadline = time.monotonic() + ANSWER_TIMEOUT_S
                     continue
@@ -335,7 +315,7 @@ class Fleet:
             if o >= len(content):
                 break
             data = _CHUNK_HDR.pack(fi, o) + content[o:o + n]
-            self.client.publish(base + "ota/chunk", data, qos=1)
+            self.session.send(base + "ota/chunk", data)
             sent += len(data)
         return sent
 

@@ -6,18 +6,16 @@ It reads the plug's retained <base>/<node>/status and state, publishes ON / OFF 
 done when the plug says so, not when it was sent. An offline plug, or one that does not
 answer within the timeout, is an error (exit status 1) in words. It logs in as
 wattlog-operator (provision.py), which may read status and state and publish relay/set and cmd.
-It speaks MQTT 5, whose PUBACK carries a reason: a switch the ACL refuses is said in words
+Its MQTT 5 session is the operator's (session.py): a switch the ACL refuses is said in words
 ("Not authorized"), not taken for a plug that did not answer.
 """
 
 import json
 import os
-import queue
 import time
 
-import paho.mqtt.client as mqtt
-
-from wattlog.mqtt import client_for, parse_broker
+from wattlog.fleet.provision import OPERATOR
+from wattlog.fleet.session import Session, SessionError
 
 
 class PlugError(Exception):
@@ -37,57 +35,29 @@ def describe(node, state, online):
 
 def run(action, node, broker_url, base_topic="wattlog", timeout_s=10.0, ca=None, password=None):
     base = "%s/%s/" % (base_topic, node)
-    got = queue.Queue()
     # a broker set up by `wattlog provision` replaces this id with the user name
     # (wattlog-operator): two `wattlog plug` at once take each other's place
-    # MQTT 5: a publish the ACL refuses comes back "Not authorized" (3.1.1 says nothing)
-    client, host, port = client_for(broker_url, "wattlog-plug-%d" % os.getpid(), ca, password,
-                                    protocol=mqtt.MQTTv5)
-    user = parse_broker(broker_url)[2]
-    client.on_message = lambda c, u, m: got.put((m.topic, m.payload))
-    client.on_connect = lambda c, u, f, rc, p: got.put(("connect", rc))
-    client.on_publish = lambda c, u, mid, rc, p: got.put(("published", rc))
+    session = Session(broker_url, "wattlog-plug-%d" % os.getpid(), password, ca, timeout_s)
     try:
-        client.connect(host, port, keepalive=30)
-    except OSError as e:
-        raise PlugError("cannot reach the broker at %s:%d (%s)" % (host, port, e)) from None
-    client.loop_start()
-    try:
-        return _talk(client, got, action, node, base, timeout_s, user)
-    finally:
-        client.loop_stop()
-        client.disconnect()
+        with session:
+            return _talk(session, action, node, base, timeout_s)
+    except SessionError as e:
+        raise PlugError(str(e)) from None
 
 
-def _talk(client, got, action, node, base, timeout_s, user):
+def _talk(session, action, node, base, timeout_s):
     deadline = time.monotonic() + timeout_s
     status, state = None, None
-
-    def next_message():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        try:
-            return got.get(timeout=left)
-        except queue.Empty:
-            return None
-
-    msg = next_message()
-    if msg is None:
-        raise PlugError("the broker did not answer within %.0f s" % timeout_s)
-    if msg[1].is_failure:
-        raise PlugError("the broker refused the login of %s (%s): check the user name and the "
-                        "password file" % (user or "an anonymous client", msg[1]))
-    client.subscribe([(base + "status", 1), (base + "state", 1)])
-    settle = time.monotonic() + min(1.0, timeout_s)  # retained messages come at once
-    while (status is None or state is None) and time.monotonic() < settle:
-        msg = next_message()
+    session.subscribe([(base + "status", 1), (base + "state", 1)])
+    settle = min(deadline, time.monotonic() + 1.0)  # retained messages come at once
+    while status is None or state is None:
+        msg = session.next(settle)
         if msg is None:
             break
         status, state = _take(msg, base, status, state)
     if status is None and state is None:
         raise PlugError("no plug %r has ever reported on %s (is the node id right? may %s "
-                        "read it? wattlog-operator may)" % (node, base + "state", user))
+                        "read it? %s may)" % (node, base + "state", session.user, OPERATOR))
     online = status == b"online"
     if action == "status":
         return describe(node, state or {}, online)
@@ -95,21 +65,19 @@ def _talk(client, got, action, node, base, timeout_s, user):
         raise PlugError("%s is offline; the relay cannot be switched now" % node)
     before = (state or {}).get("relay")
     want = {"on": "ON", "off": "OFF"}.get(action) or ("OFF" if before == "ON" else "ON")
-    client.publish(base + "relay/set", want if action != "toggle" else "TOGGLE", qos=1)
+    session.publish(base + "relay/set", want if action != "toggle" else "TOGGLE",
+                    what="switch " + node)
     while True:
-        msg = next_message()
+        msg = session.next(deadline)
         if msg is None:
             raise PlugError("%s did not confirm relay %s within %.0f s" % (node, want, timeout_s))
-        if msg[0] == "published" and msg[1].is_failure:
-            raise PlugError("the broker refused to let %s switch %s (%s): log in as "
-                            "wattlog-operator, whose ACL allows it" % (user, node, msg[1]))
         status, state = _take(msg, base, status, state)
         if state and state.get("relay") == want and msg[0] == base + "state":
             return describe(node, state, True)
 
 
 def _take(msg, base, status, state):
-    topic, payload = msg
+    topic, payload = msg[:2]
     if topic == base + "status":
         return payload, state
     if topic == base + "state":

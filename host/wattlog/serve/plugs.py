@@ -13,14 +13,13 @@ plug's own state or log says it happened (or 504 after ACTION_TIMEOUT_S).
 import asyncio
 import functools
 import json
-import queue
 import secrets
 
-import paho.mqtt.client as mqtt
 from aiohttp import web
 
 from wattlog.fleet.provision import OPERATOR
-from wattlog.mqtt import client_for, parse_broker
+from wattlog.fleet.session import Session, SessionError
+from wattlog.mqtt import with_user
 from wattlog.serve import plugwatch
 from wattlog.serve.params import ApiError, json_body, node_id, shown
 
@@ -28,6 +27,7 @@ ACTION_TIMEOUT_S = 10.0
 COMMANDS = ("info", "interval", "calibration", "reboot")
 RELAY = ("ON", "OFF", "TOGGLE")
 KEEPALIVE_S = 15.0
+STATUS = {"unreachable": 502, "login": 502, "timeout": 504, "publish": 403}  # SessionError's
 
 
 def add_routes(router, api):
@@ -182,36 +182,15 @@ async def _act(api, node, topic, payload, done):
 
 
 def _publish(api, topic, payload):
-    """One QoS 1 publish as wattlog-operator (MQTT 5: a refusal by the ACL comes back in
-    words); runs in a worker thread."""
-    host, port = parse_broker(api.broker_url)[:2]
-    url = "%s://%s@%s:%d" % ("mqtts" if api.broker_url.startswith("mqtts://") else "mqtt",
-                             OPERATOR, host, port)
-    client, host, port = client_for(url, "wattlog-http", api.ca, api.operator_password,
-                                    protocol=mqtt.MQTTv5)
-    got = queue.Queue()
-    client.on_connect = lambda c, u, f, rc, p: got.put(rc)
-    client.on_publish = lambda c, u, mid, rc, p: got.put(rc)
+    """One QoS 1 publish as wattlog-operator, in its session (fleet/session.py: a refusal by
+    the ACL comes back in words); runs in a worker thread."""
+    url = with_user(api.broker_url, OPERATOR)
     try:
-        client.connect(host, port, keepalive=30)
-    except OSError as e:
-        raise ApiError(502, "cannot reach the broker at %s:%d (%s)" % (host, port, e)) from None
-    client.loop_start()
-    try:
-        for step in ("log in", "publish"):
-            try:
-                rc = got.get(timeout=ACTION_TIMEOUT_S)
-            except queue.Empty:
-                raise ApiError(504, "the broker did not let %s %s within %.0f s"
-                               % (OPERATOR, step, ACTION_TIMEOUT_S)) from None
-            if rc.is_failure:
-                raise ApiError(502 if step == "log in" else 403, "the broker refused to let "
-                               "%s %s on %s (%s)" % (OPERATOR, step, topic, rc))
-            if step == "log in":
-                client.publish(topic, payload, qos=1)
-    finally:
-        client.disconnect()
-        client.loop_stop()
+        with Session(url, "wattlog-http", api.operator_password, api.ca,
+                     ACTION_TIMEOUT_S) as session:
+            session.publish(topic, payload)
+    except SessionError as e:
+        raise ApiError(STATUS[e.kind], str(e)) from None
 
 
 async def relay(api, request):
