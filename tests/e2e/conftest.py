@@ -1,6 +1,6 @@
 """conftest.py - end-to-end fixtures: a private mosquitto on a free loopback port with
 authentication and the ACL on (tools/lib/broker.py), and the collector and simulated plugs
-(helpers.py), each stopped when its test ends, pass or fail.
+(the rig package, tools/lib/rig), each stopped when its test ends, pass or fail.
 
 Most plugs run as fast as they go (simnode --speed max) and a test ends on a condition. A test
 that must run against the wall clock (a broker restarted, a process killed at a moment, a
@@ -11,16 +11,11 @@ each worker: tools/lib/testrun.py), they start first and the quick ones fill in 
 import fcntl
 import json
 import subprocess
-import sys
 
 import pytest
 
-from helpers import REPO, Collector, SimNode
-
-sys.path.insert(0, str(REPO / "tools" / "lib"))
-sys.path.append(str(REPO / "lib"))  # lib/wattsim: its profiles compute what the plugs send
-
-from broker import Broker  # noqa: E402  (tools/lib is not a package)
+from helpers import REPO  # first: it puts tools/lib (the rig) on sys.path
+from rig import Broker, Collector, SimPlug
 
 
 @pytest.fixture(scope="session")
@@ -60,7 +55,6 @@ def collectors():
     started = []
 
     def start(url, data, **kw):
-        kw.setdefault("password_file", Broker.collector_password_file(url))
         c = Collector(url, data, **kw)
         started.append(c)
         return c
@@ -76,7 +70,7 @@ def simnodes(broker):
     started = []
 
     def start(port, node_id, *args, via=None):
-        n = SimNode(port, node_id, *(list(args) + (via or broker).node_args(node_id)))
+        n = SimPlug(port, node_id, *args, broker=via or broker)
         started.append(n)
         return n
     yield start

@@ -23,7 +23,8 @@ from http.client import HTTPConnection
 import pytest
 
 from broker import Broker, free_port
-from helpers import REPO, SimNode, aligned_past, secret_file
+from helpers import REPO, aligned_past, secret_file
+from rig import SimPlug
 from wattlog.fleet.provision import COLLECTOR, OPERATOR
 from wattnode import __version__
 
@@ -58,7 +59,7 @@ class Rig:
             stdout=self._log, stderr=subprocess.STDOUT, cwd=str(REPO))
         self.wait_log("listening on")
         self.start = aligned_past(PAST_S)
-        self.plug = SimNode(self.broker.port, NODE, "--profile", "constant:500", "--speed",
+        self.plug = SimPlug(self.broker.port, NODE, "--profile", "constant:500", "--speed",
                             "max", "--start", self.start, "--then-realtime", "--config",
                             json.dumps({"batch_wait_s": 2}), *self.broker.node_args(NODE))
 

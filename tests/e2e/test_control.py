@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from helpers import aligned_past, summary, wattlog
+from helpers import aligned_past, wattlog
+from rig import Recorder, summary
 from wattlog.fleet.provision import OPERATOR
-from test_link import Listener
 
 FLOOD_MIN = 200  # garbage commands a flooded plug takes in, at least: one a slot of its run
 
@@ -42,18 +42,18 @@ def stop_after_info(node, client, log, node_id):
     plug in order); then SIGTERM, a clean stop."""
     client.publish("wattlog/%s/cmd" % node_id, json.dumps({"cmd": "info"}),
                    qos=1).wait_for_publish(5)
-    log.wait("wattlog/%s/log" % node_id, lambda p: p.startswith(b"info "))
+    log.next("wattlog/%s/log" % node_id, lambda p: p.startswith(b"info "))
     node.stop()
     assert node.proc.returncode == 0, node.output
     return summary(node.output)
 
 
 def test_home_assistant_discovery_is_complete_and_resent(broker, simnodes):
-    ha = Listener(broker, "homeassistant/device/#")
-    state = Listener(broker, "wattlog/ha-1/state")
+    ha = Recorder(broker, "homeassistant/device/#")
+    state = Recorder(broker, "wattlog/ha-1/state")
     try:
         start_live(simnodes, broker, "ha-1", "--rssi", "-71")
-        payload, _ = ha.wait("homeassistant/device/ha-1/config")
+        payload, _ = ha.next("homeassistant/device/ha-1/config")
         d = json.loads(payload)
         assert DEVICE_KEYS <= set(d) and DEV_KEYS <= set(d["dev"]) and d["o"]["name"]
         assert d["availability_topic"] == "wattlog/ha-1/status"
@@ -68,17 +68,17 @@ def test_home_assistant_discovery_is_complete_and_resent(broker, simnodes):
         # the Wi-Fi signal: a diagnostic entity, read from the state as the others are
         assert (d["cmps"]["rssi"]["device_class"], d["cmps"]["rssi"]["entity_category"]) == (
             "signal_strength", "diagnostic")
-        assert json.loads(state.wait("wattlog/ha-1/state")[0])["rssi"] == -71
+        assert json.loads(state.next("wattlog/ha-1/state")[0])["rssi"] == -71
         ids = [c["unique_id"] for c in d["cmps"].values()]
         assert len(set(ids)) == len(ids)
         # namespaced: no collision with another MQTT device called ha-1 (issue 10 item 6)
         assert d["dev"]["identifiers"] == ["wattlog_ha-1"]
         assert sorted(ids) == sorted("wattlog_ha-1_" + cid for cid in d["cmps"])
-        late = Listener(broker, "homeassistant/device/ha-1/config")
-        assert late.wait("homeassistant/device/ha-1/config")[1] is True  # retained
+        late = Recorder(broker, "homeassistant/device/ha-1/config")
+        assert late.next("homeassistant/device/ha-1/config")[1] is True  # retained
         late.close()
         ha.c.publish("homeassistant/status", "online", qos=1)  # HA restarted: announce again
-        ha.wait("homeassistant/device/ha-1/config", timeout_s=10)
+        ha.next("homeassistant/device/ha-1/config", timeout_s=10)
     finally:
         ha.close()
         state.close()
@@ -87,9 +87,9 @@ def test_home_assistant_discovery_is_complete_and_resent(broker, simnodes):
 def test_commands_are_answered_and_bad_ones_change_nothing(broker, simnodes, tmp_path):
     flash = tmp_path / "flash"
     node = start_live(simnodes, broker, "cmd-1", "--flash", flash)
-    log = Listener(broker, "wattlog/cmd-1/#")
+    log = Recorder(broker, "wattlog/cmd-1/#")
     try:
-        log.wait("wattlog/cmd-1/status", lambda p: p == b"online")
+        log.next("wattlog/cmd-1/status", lambda p: p == b"online")
         time.sleep(0.5)
         before = (flash / "config.json").read_text()
         bad = [b"not json", b"[1, 2]", json.dumps({"cmd": "explode"}).encode(),
@@ -101,21 +101,21 @@ def test_commands_are_answered_and_bad_ones_change_nothing(broker, simnodes, tmp
                    b"power_gain = 9 must be a number"]
         for msg, answer in zip(bad, answers):
             log.c.publish("wattlog/cmd-1/cmd", msg, qos=1)
-            got, _ = log.wait("wattlog/cmd-1/log", lambda p, a=answer: a in p)
+            got, _ = log.next("wattlog/cmd-1/log", lambda p, a=answer: a in p)
         assert (flash / "config.json").read_text() == before  # nothing changed
         log.c.publish("wattlog/cmd-1/cmd", json.dumps({"cmd": "info", "id": 7}), qos=1)
-        got, _ = log.wait("wattlog/cmd-1/log", lambda p: p.startswith(b"info "))
+        got, _ = log.next("wattlog/cmd-1/log", lambda p: p.startswith(b"info "))
         info = json.loads(got[5:].rsplit(b" (id", 1)[0])
         assert info["node"] == "cmd-1" and info["interval_s"] == 10 and b"(id 7)" in got
         assert info["capacity"] == 2048 and info["connects"] >= 1  # the 32 KiB RAM ring
         assert (info["spill_capacity"], info["spill_readings"]) == (250 * 252, 0)  # its flash
         assert info["commands"] == len(bad) + 1 and info["bad_commands"] == len(bad)
         log.c.publish("wattlog/cmd-1/cmd", json.dumps({"cmd": "interval", "interval_s": 30}), qos=1)
-        log.wait("wattlog/cmd-1/log", lambda p: b"saved interval_s = 30; rebooting" in p)
-        log.wait("wattlog/cmd-1/status", lambda p: p == b"online", timeout_s=20)  # back up
+        log.next("wattlog/cmd-1/log", lambda p: b"saved interval_s = 30; rebooting" in p)
+        log.next("wattlog/cmd-1/status", lambda p: p == b"online", timeout_s=20)  # back up
         assert json.loads((flash / "config.json").read_text())["interval_s"] == 30
         log.c.publish("wattlog/cmd-1/cmd", json.dumps({"cmd": "info"}), qos=1)
-        got, _ = log.wait("wattlog/cmd-1/log", lambda p: p.startswith(b"info "), timeout_s=20)
+        got, _ = log.next("wattlog/cmd-1/log", lambda p: p.startswith(b"info "), timeout_s=20)
         assert json.loads(got[5:])["interval_s"] == 30
     finally:
         log.close()
@@ -126,7 +126,7 @@ def test_commands_are_answered_and_bad_ones_change_nothing(broker, simnodes, tmp
 def test_wattlog_plug_switches_and_reads_a_plug(broker, simnodes):
     start_live(simnodes, broker, "cli-1")
     """As the README says: the operator's user, its password from provision's file."""
-    Listener(broker, "wattlog/cli-1/state").wait("wattlog/cli-1/state")
+    Recorder(broker, "wattlog/cli-1/state").next("wattlog/cli-1/state")
     login = ["--broker", "mqtt://%s@127.0.0.1:%d" % (OPERATOR, broker.port),
              "--password-file", broker.password_file(OPERATOR)]
     out = wattlog("plug", "off", "cli-1", *login)
@@ -151,7 +151,7 @@ def test_forged_and_malformed_acks_free_nothing(broker, simnodes):
     spy.connect("127.0.0.1", broker.port)
     spy.subscribe("wattlog/forge/readings", qos=1)
     spy.loop_start()
-    log = Listener(broker, "wattlog/forge/log")
+    log = Recorder(broker, "wattlog/forge/log")
     node = simnodes(broker.port, "forge", "--profile", "constant:500", "--speed", "max",
                     "--start", aligned_past(1800), "--then-realtime", "--batch-max", 8)
     try:
@@ -162,7 +162,7 @@ def test_forged_and_malformed_acks_free_nothing(broker, simnodes):
         for payload in (b"\xff\xfe", b"[]", b'{"boot": "x", "seq": 1}',
                         json.dumps({"boot": (boot + 1) % 2 ** 32, "seq": seq + count})):
             spy.publish("wattlog/forge/ack", payload, qos=1).wait_for_publish(5)
-        log.wait("wattlog/forge/log", lambda p: b"is not what the collector sends" in p)
+        log.next("wattlog/forge/log", lambda p: b"is not what the collector sends" in p)
         spy.publish("wattlog/forge/ack", json.dumps({"boot": boot, "seq": seq + count}),
                     qos=1).wait_for_publish(5)
         s = stop_after_info(node, spy, log, "forge")
@@ -183,7 +183,7 @@ def test_forged_ack_for_the_right_boot_but_past_what_was_sent(broker, simnodes):
     spy.connect("127.0.0.1", broker.port)
     spy.subscribe("wattlog/forge2/readings", qos=1)
     spy.loop_start()
-    log = Listener(broker, "wattlog/forge2/log")
+    log = Recorder(broker, "wattlog/forge2/log")
     node = simnodes(broker.port, "forge2", "--profile", "constant:500", "--speed", "max",
                     "--start", aligned_past(1800), "--then-realtime", "--batch-max", 8)
     deadline = time.monotonic() + 20
@@ -256,22 +256,22 @@ def test_the_acl_refuses_anonymous_and_cross_node_access(broker, simnodes):
 
     start_live(simnodes, broker, "victim", "--interval", 1)  # live, a state every second
     broker.node_args("mallory")
-    watch = Listener(broker, "wattlog/#")
+    watch = Recorder(broker, "wattlog/#")
     mallory = broker.client("mallory", user="mallory")
     mallory.connect("127.0.0.1", broker.port)
     mallory.loop_start()
     try:
-        watch.wait("wattlog/victim/state", lambda p: json.loads(p)["relay"] == "ON")
+        watch.next("wattlog/victim/state", lambda p: json.loads(p)["relay"] == "ON")
         mallory.publish("wattlog/victim/readings", b"\x02\x10forged", qos=1).wait_for_publish(5)
         mallory.publish("wattlog/victim/relay/set", b"OFF", qos=1).wait_for_publish(5)
         mallory.publish("wattlog/mallory/readings", b"own topic", qos=1).wait_for_publish(5)
-        watch.wait("wattlog/mallory/readings")  # its own topic passes: the ACL is what stops it
+        watch.next("wattlog/mallory/readings")  # its own topic passes: the ACL is what stops it
         seen = []
         deadline = time.monotonic() + 15
         while not [m for m in seen if m[0] == "wattlog/victim/state"]:  # one after the switch
             assert time.monotonic() < deadline, seen
             try:
-                seen.append(watch.q.get(timeout=0.2))
+                seen.append(watch.get(0.2))
             except queue.Empty:
                 pass
         assert not [m for m in seen if m[0] == "wattlog/victim/readings" and b"forged" in m[1]]

@@ -31,7 +31,8 @@ import pytest
 from broker import Broker, free_port
 from influxd import Influxd
 import test_api
-from helpers import REPO, SimNode, aligned_past, secret_file
+from helpers import REPO, aligned_past, secret_file
+from rig import SimPlug
 from wattlog.fleet.provision import COLLECTOR, OPERATOR
 
 playwright = pytest.importorskip("playwright.sync_api")
@@ -68,19 +69,19 @@ class Rig:
         self.proc = None
         self.start_collector()
         self.start = aligned_past(DAY_S)
-        self.plugs = [SimNode(self.broker.port, name, "--profile", name, "--speed", "max",
+        self.plugs = [SimPlug(self.broker.port, name, "--profile", name, "--speed", "max",
                               "--start", self.start, "--then-realtime",
                               *(("--rssi", str(WEAK_RSSI)) if name == "fridge" else ()),
                               *self.broker.node_args(name)) for name in PLUGS]
         # the gappy plug: 20 minutes from 3 h ago, then nothing until 1 h ago, then live
         self.gap_from = aligned_past(3 * 3600)
         self.gap_until = aligned_past(3600)
-        first = SimNode(self.broker.port, GAPPY, "--profile", "constant:300", "--speed", "60",
+        first = SimPlug(self.broker.port, GAPPY, "--profile", "constant:300", "--speed", "60",
                         "--start", self.gap_from, *self.broker.node_args(GAPPY))
         self.wait_for("the gappy plug's first stretch", lambda: self.feed_last(GAPPY, "power")
                       >= self.gap_from + 1200, timeout_s=60)
         first.stop()
-        self.plugs.append(SimNode(self.broker.port, GAPPY, "--profile", "constant:300",
+        self.plugs.append(SimPlug(self.broker.port, GAPPY, "--profile", "constant:300",
                                   "--speed", "max", "--start", self.gap_until, "--then-realtime",
                                   *self.broker.node_args(GAPPY)))
         self.pw = playwright.sync_playwright().start()

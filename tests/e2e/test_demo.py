@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 
 from helpers import REPO, aligned_past, wattlog
-from test_link import Listener
+from rig import Recorder
 from wattlog.store import open_reader
 
 def sim_mac(node_id):
@@ -298,9 +298,9 @@ def test_each_demo_plug_is_a_device_of_its_own_in_home_assistant(broker, simnode
                  aligned_past(60), "--then-realtime")
     said = {}
     for name in names:  # a listener each: one's wait() drops what is not its topic
-        listener = Listener(broker, "homeassistant/device/%s/config" % name)
+        listener = Recorder(broker, "homeassistant/device/%s/config" % name)
         try:
-            said[name] = json.loads(listener.wait("homeassistant/device/%s/config" % name)[0])
+            said[name] = json.loads(listener.next("homeassistant/device/%s/config" % name)[0])
         finally:
             listener.close()
     macs = {name: said[name]["dev"]["connections"] for name in names}
@@ -321,16 +321,16 @@ def test_a_simulated_plug_whose_relay_is_off_draws_nothing(broker, collectors, s
     collector.wait_for("listening on")
     node = simnodes(broker.port, "lamp", "--profile", "constant:500", "--interval", 1,
                     "--speed", "max", "--start", aligned_past(60), "--then-realtime")
-    live = Listener(broker, "wattlog/lamp/#")
+    live = Recorder(broker, "wattlog/lamp/#")
     try:
-        live.wait("wattlog/lamp/state", lambda p: json.loads(p)["power"] == 500.0)
+        live.next("wattlog/lamp/state", lambda p: json.loads(p)["power"] == 500.0)
         live.c.publish("wattlog/lamp/relay/set", "OFF", qos=1)
-        off, _ = live.wait("wattlog/lamp/state", lambda p: json.loads(p)["relay"] == "OFF")
-        dark, _ = live.wait("wattlog/lamp/state", lambda p: json.loads(p)["power"] == 0.0,
+        off, _ = live.next("wattlog/lamp/state", lambda p: json.loads(p)["relay"] == "OFF")
+        dark, _ = live.next("wattlog/lamp/state", lambda p: json.loads(p)["power"] == 0.0,
                             timeout_s=5)
         assert json.loads(dark)["relay"] == "OFF" and json.loads(dark)["current"] == 0.0
         live.c.publish("wattlog/lamp/relay/set", "ON", qos=1)
-        live.wait("wattlog/lamp/state", lambda p: json.loads(p)["relay"] == "ON"
+        live.next("wattlog/lamp/state", lambda p: json.loads(p)["relay"] == "ON"
                   and json.loads(p)["power"] == 500.0, timeout_s=5)
     finally:
         live.close()

@@ -29,9 +29,9 @@ import time
 import numpy as np
 import pytest
 
-from helpers import REPO, aligned_past, summaries, wattlog
+from helpers import REPO, aligned_past, wattlog
+from rig import Recorder, summaries
 from netcut import Relay
-from test_energy_promise import Messages
 from test_integrity import wait_until
 from wattlog.store.feeds import Registry
 from wattlog.store.phpfina import Feed, FeedError
@@ -371,7 +371,7 @@ def outage(broker, collectors, simnodes, data, flash, node, days, ahead_h, cut=F
     start = aligned_past(int(days * 86400) + ahead_h * 3600)
     c = collectors(broker.url, data, commit_interval=5)
     c.wait_for("listening on")
-    watch = Messages(broker, node + "-watch", "wattlog/%s/state" % node)
+    watch = Recorder(broker, "wattlog/%s/state" % node, name=node + "-watch")
     try:
         plug = simnodes(broker.port, node, "--profile", "constant:500", "--speed", "max",
                         "--start", start, "--then-realtime", "--flash", flash)
@@ -395,7 +395,7 @@ def back(broker, collectors, data, node, first, lost=(), plug=None):
     plug has made (it runs in real time by now) is stored, but `lost`; the collector."""
     c = collectors(broker.url, data, commit_interval=5)
     c.wait_for("listening on")
-    watch = Messages(broker, node + "-back", "wattlog/%s/state" % node)
+    watch = Recorder(broker, "wattlog/%s/state" % node, name=node + "-back")
     try:
         if plug is not None:
             plug = plug()

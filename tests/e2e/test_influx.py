@@ -22,7 +22,8 @@ import time
 import numpy as np
 import pytest
 
-from helpers import REPO, Collector, secret_file
+from helpers import REPO, secret_file
+from rig import Collector
 from test_faults import finish, start_plugs, watts
 from wattlog.store.feeds import Registry
 from wattlog.store.phpfina import Feed

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from helpers import aligned_past, summary, wattlog
-from test_energy_promise import Messages
+from helpers import aligned_past, wattlog
+from rig import Recorder, summary
 
 
 def wait_until(what, predicate, timeout_s=60.0):
@@ -42,7 +42,7 @@ def test_a_commit_json_restored_from_a_backup_cuts_nothing(broker, collectors, s
     data = tmp_path / "data"
     c = collectors(broker.url, data, commit_interval=1)
     c.wait_for("listening on")
-    watch = Messages(broker, "bak-watch", "wattlog/bak-1/state")
+    watch = Recorder(broker, "wattlog/bak-1/state", name="bak-watch")
     start = aligned_past(900)
     try:  # caught up as fast as it goes, then a slot a second, live
         node = simnodes(broker.port, "bak-1", "--profile", "constant:500", "--speed", "max",

@@ -22,7 +22,8 @@ import time
 
 import pytest
 
-from helpers import REPO, aligned_past, summary, wattlog
+from helpers import REPO, aligned_past, wattlog
+from rig import summary
 
 sys.path.insert(0, str(REPO / "tools" / "lib"))
 

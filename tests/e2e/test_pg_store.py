@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from broker import free_port
-from helpers import REPO, aligned_past, summary
+from helpers import REPO, aligned_past
+from rig import summary
 from test_pipeline import INTERVAL, expected
 
 pgserver = pytest.importorskip("pgserver")

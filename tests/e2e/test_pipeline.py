@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from broker import Broker, free_port
-from helpers import aligned_past, summary, wattlog
-from test_energy_promise import Messages
+from helpers import aligned_past, wattlog
+from rig import Recorder, summary
 from wattnode import wire
 from wattsim.profiles import Profile, voltage_cv
 
@@ -137,7 +137,7 @@ def test_a_plug_stopped_cleanly_sends_what_it_holds(broker, collectors, simnodes
     data = tmp_path / "data"
     collector = collectors(broker.url, data, commit_interval=300)
     collector.wait_for("listening on")
-    watch = Messages(broker, "live-watch", "wattlog/live/state")
+    watch = Recorder(broker, "wattlog/live/state", name="live-watch")
     start = aligned_past(120)
     live = int(time.time()) // INTERVAL * INTERVAL  # no slot from here on has ended yet
     try:

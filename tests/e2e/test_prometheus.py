@@ -25,7 +25,8 @@ import urllib.request
 import pytest
 
 from broker import Broker, free_port
-from helpers import REPO, Collector, SimNode, aligned_past, secret_file
+from helpers import REPO, aligned_past, secret_file
+from rig import Collector, SimPlug
 from wattlog.fleet.provision import COLLECTOR
 
 pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None,
@@ -146,7 +147,7 @@ class Rig:
         self.collector = ConfigCollector(conf, work / "data")
         self.collector.wait_for("listening on", 30)
         start = aligned_past(3600)
-        self.plugs = [SimNode(self.broker.port, node, "--profile", "constant:%d" % watts,
+        self.plugs = [SimPlug(self.broker.port, node, "--profile", "constant:%d" % watts,
                               "--speed", "max", "--start", start, "--then-realtime",
                               "--config", json.dumps({"batch_wait_s": 1}),
                               *self.broker.node_args(node))

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from helpers import SimNode, aligned_past, wattlog
+from helpers import aligned_past, wattlog
+from rig import SimPlug
 from wattlog.fleet.provision import OPERATOR
 
 
@@ -25,7 +26,7 @@ def test_a_plug_whose_login_is_refused_says_so(broker, tmp_path):
     config["broker"]["password"] = "not-the-password"
     wrong = tmp_path / "config.json"
     wrong.write_text(json.dumps(config))
-    node = SimNode(broker.port, "badpass", "--profile", "constant:500", "--speed", 20,
+    node = SimPlug(broker.port, "badpass", "--profile", "constant:500", "--speed", 20,
                    "--start", aligned_past(200), "--node-config", wrong)
     try:
         s = node.finish(timeout_s=60)

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from helpers import aligned_past, wattlog
-from test_energy_promise import Messages
+from rig import Recorder
 
 
 def test_crashes_restart_then_safe_mode(broker, simnodes, tmp_path):
@@ -123,7 +123,7 @@ def test_a_plug_without_ntp_takes_the_collector_s_clock(broker, collectors, simn
     stamped with."""
     collector = collectors(broker.url, tmp_path / "data", commit_interval=300)
     collector.wait_for("listening on")
-    watch = Messages(broker, "no-ntp-watch", "wattlog/no-ntp/state")
+    watch = Recorder(broker, "wattlog/no-ntp/state", name="no-ntp-watch")
     try:
         node = simnodes(broker.port, "no-ntp", "--rtc-unset", "--interval", 1, "--profile",
                         "constant:500")
