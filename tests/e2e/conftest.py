@@ -14,7 +14,8 @@ import subprocess
 
 import pytest
 
-from helpers import REPO  # first: it puts tools/lib (the rig) on sys.path
+from helpers import REPO, pg_server  # first: it puts tools/lib (the rig) on sys.path
+from faultload import ROWS_FILE
 from rig import Broker, Collector, SimPlug
 
 
@@ -46,6 +47,14 @@ def _build():
 def broker(tmp_path):
     with Broker(str(tmp_path / "mosquitto")) as b:
         yield b
+
+
+@pytest.fixture
+def pg():
+    """A private PostgreSQL for one test, removed after it."""
+    server = pg_server()
+    yield server
+    server.close()
 
 
 @pytest.fixture
@@ -81,6 +90,8 @@ def simnodes(broker):
 def pytest_configure(config):
     config.addinivalue_line("markers", "realtime: runs against the wall clock (its docstring says "
                                        "why); collected first")
+    config.addinivalue_line("markers", "both_stores: a dashboard test that also runs on a collector "
+                                       "storing into PostgreSQL (test_dashboard.py)")
 
 
 def pytest_collection_modifyitems(items):
@@ -89,17 +100,15 @@ def pytest_collection_modifyitems(items):
 
 def pytest_sessionstart(session):
     """A new run starts a new fault table (in the main process, not in pytest-xdist's workers)."""
-    import test_faults
-    if not hasattr(session.config, "workerinput") and test_faults.ROWS_FILE.exists():
-        test_faults.ROWS_FILE.unlink()
+    if not hasattr(session.config, "workerinput") and ROWS_FILE.exists():
+        ROWS_FILE.unlink()
 
 
 def pytest_terminal_summary(terminalreporter):
-    """The fault suite's table (test_faults.py), also kept in build/test-results/faults.txt."""
-    import test_faults
-    if not test_faults.ROWS_FILE.exists():
+    """The fault suite's table (test_faults.py, faultload.py), also kept in build/test-results/faults.txt."""
+    if not ROWS_FILE.exists():
         return
-    rows = sorted(json.loads(line) for line in test_faults.ROWS_FILE.read_text().splitlines())
+    rows = sorted(json.loads(line) for line in ROWS_FILE.read_text().splitlines())
     lines = ["%-58s %9s %9s %6s %7s" % ("fault scenario", "produced", "stored", "lost", "time s")]
     for scenario, produced, stored, lost, seconds in rows:
         lines.append("%-58s %9d %9d %6d %7.0f" % (scenario, produced, stored, lost, seconds))

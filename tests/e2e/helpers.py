@@ -33,3 +33,14 @@ def secret_file(path, text):
     with os.fdopen(fd, "w") as f:
         f.write(text + "\n")
     return str(path)
+
+
+def pg_server():
+    """A private PostgreSQL (tools/lib/pgserver.py), started; the test is skipped where none is
+    installed."""
+    import pytest
+    pgserver = pytest.importorskip("pgserver")
+    try:
+        return pgserver.PgServer().start()
+    except RuntimeError as e:
+        pytest.skip("no PostgreSQL here (%s): tools/setup installs it" % e)

@@ -15,9 +15,8 @@ import pytest
 from broadlink import exceptions as blerr
 
 from helpers import aligned_past, wattlog
+from plugs import sim_mac, stop_after_info
 from rig import Recorder
-from test_control import stop_after_info
-from test_demo import sim_mac
 
 AUTH_BURST, AUTH_PER_S = 3, 2  # broadlink.py's AUTH_BURST and 1000 // AUTH_EVERY_MS
 # test_pipeline.py's limited heap: broadlink "read" (9.8 KiB on this 64-bit port: the module

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from helpers import aligned_past, wattlog
-from rig import Recorder, summary
+from plugs import start_live, stop_after_info
+from rig import Recorder
 from wattlog.fleet.provision import OPERATOR
 
 FLOOD_MIN = 200  # garbage commands a flooded plug takes in, at least: one a slot of its run
@@ -29,23 +30,6 @@ SENSOR_KEYS = {"p", "unique_id", "state_topic", "value_template", "unit_of_measu
 SENSORS = {"power": ("W", "measurement"), "voltage": ("V", "measurement"),
            "current": ("A", "measurement"), "energy": ("kWh", "total_increasing"),
            "rssi": ("dBm", "measurement")}
-
-
-def start_live(simnodes, broker, node_id, *extra):
-    return simnodes(broker.port, node_id, "--profile", "constant:500", "--speed", "max",
-                    "--start", aligned_past(60), "--then-realtime", *extra)
-
-
-def stop_after_info(node, client, log, node_id):
-    """The plug's summary once it has handled everything the test's client sent it before: an
-    info command, sent last, is answered only after them (one client's messages reach the
-    plug in order); then SIGTERM, a clean stop."""
-    client.publish("wattlog/%s/cmd" % node_id, json.dumps({"cmd": "info"}),
-                   qos=1).wait_for_publish(5)
-    log.next("wattlog/%s/log" % node_id, lambda p: p.startswith(b"info "))
-    node.stop()
-    assert node.proc.returncode == 0, node.output
-    return summary(node.output)
 
 
 def test_home_assistant_discovery_is_complete_and_resent(broker, simnodes):

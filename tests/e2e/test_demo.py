@@ -15,7 +15,6 @@ each, and loses nothing; a run without --data starts on a clean ./demo-data, and
 simulated plugs are each a device of their own in Home Assistant (their own MAC), and one
 whose relay is off draws nothing."""
 
-import hashlib
 import json
 import os
 import queue
@@ -31,14 +30,9 @@ import numpy as np
 import pytest
 
 from helpers import REPO, aligned_past, wattlog
+from plugs import sim_mac
 from rig import Recorder
 from wattlog.store import open_reader
-
-def sim_mac(node_id):
-    """The MAC a simulated plug takes (lib/wattsim/board.py): 02, locally administered, then
-    the first five bytes of the sha256 of its node id."""
-    return b"\x02" + hashlib.sha256(node_id.encode()).digest()[:5]
-
 
 STOPPED_S = 25  # a Ctrl-C'd demo has ended by then (a collector without its broker took 30 s)
 

@@ -10,17 +10,7 @@ import time
 import pytest
 
 from helpers import aligned_past, wattlog
-from rig import Recorder, summary
-
-
-def wait_until(what, predicate, timeout_s=60.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("waited %.0f s for %s" % (timeout_s, what))
+from rig import Recorder, summary, wait_until
 
 
 def acked(data, node):

@@ -11,15 +11,15 @@ import queue
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
 from helpers import REPO, aligned_past, wattlog
-from rig import Recorder, summaries, summary
 from otabuilds import Builds
+from otarun import info, live_plug, ota, ota_command, printed
+from rig import Recorder, summaries, summary
 from wattlog.fleet.provision import OPERATOR
 
 pytestmark = pytest.mark.realtime
@@ -35,29 +35,6 @@ def builds(tmp_path_factory, built):
     return {"v1": b.base, "v2": b.variant("v2", "0.2.0-test"),
             "v3": b.failing("v3", "0.3.0-test", "import error"),
             "v4": b.failing("v4", "0.4.0-test", "bad broker")}
-
-
-def ota_command(broker, build, *nodes, extra=()):
-    """The command line of `wattlog ota` as the operator (its password from a file)."""
-    return [sys.executable, "-m", "wattlog.cli", "ota", *nodes, "--dir", broker.auth, "--build",
-            str(build), "--broker", "mqtt://%s@127.0.0.1:%d" % (OPERATOR, broker.port),
-            "--password-file", broker.password_file(OPERATOR), "--trial", "30", *extra]
-
-
-def ota(broker, build, *nodes, check=True, extra=()):
-    """`wattlog ota` as the operator; (exit status, stdout, stderr)."""
-    p = subprocess.run(ota_command(broker, build, *nodes, extra=extra), capture_output=True,
-                       text=True, timeout=240)
-    if check:
-        assert p.returncode == 0, p.stdout + p.stderr
-    return p.returncode, p.stdout, p.stderr
-
-
-def live_plug(simnodes, broker, node_id, flash, *extra):
-    os.makedirs(flash, exist_ok=True)
-    return simnodes(broker.port, node_id, "--profile", "constant:500", "--speed", "max",
-                    "--start", aligned_past(60), "--then-realtime", "--batch-max", "1",
-                    "--flash", flash, *extra)
 
 
 def power_cut(node, timeout_s=30.0):
@@ -83,33 +60,6 @@ def power_cut(node, timeout_s=30.0):
         except subprocess.TimeoutExpired:
             pass
     return len(cut)
-
-
-def printed(node):
-    """All a plug printed, stopped first if it still runs (it may have died on its own)."""
-    if node.proc.poll() is None:
-        node.stop()
-    else:
-        node.output = node.proc.communicate()[0]
-    return node.output
-
-
-def info(broker, node, node_id):
-    """The plug's status, asked for with an info command until it answers (it may still be
-    connecting: a bounded number of tries)."""
-    log = Recorder(broker, "wattlog/%s/log" % node_id)
-    try:
-        for _ in range(20):
-            log.c.publish("wattlog/%s/cmd" % node_id, json.dumps({"cmd": "info"}), qos=1)
-            try:
-                payload, _ = log.next("wattlog/%s/log" % node_id,
-                                      lambda p: p.startswith(b"info "), timeout_s=3)
-            except AssertionError:
-                continue
-            return json.loads(payload[5:])
-        raise AssertionError("%s never answered info:\n%s" % (node_id, printed(node)))
-    finally:
-        log.close()
 
 
 def collected_plug(broker, collectors, simnodes, tmp_path, node_id):

@@ -17,19 +17,9 @@ import pytest
 from broker import free_port
 from helpers import REPO, aligned_past
 from rig import summary
-from test_pipeline import INTERVAL, expected
+from measured import INTERVAL, expected
 
-pgserver = pytest.importorskip("pgserver")
-
-
-@pytest.fixture
-def pg():
-    try:
-        server = pgserver.PgServer().start()
-    except RuntimeError as e:
-        pytest.skip("no PostgreSQL here (%s): tools/setup installs it" % e)
-    yield server
-    server.close()
+pytest.importorskip("pgserver")
 
 
 def collect(broker, data, pg, port, commit_interval):

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from helpers import aligned_past, wattlog
+from plugs import start_live
 from rig import SimPlug
 from wattlog.fleet.provision import OPERATOR
 
@@ -43,7 +44,6 @@ def test_wattlog_plug_with_a_user_that_may_not_switch_says_so(broker, simnodes, 
     """A user whose ACL lets it read every topic but switch nothing: `wattlog plug on` ends at
     once with a line saying the broker refused (MQTT 5's "Not authorized"), instead of waiting
     and saying the plug did not confirm."""
-    from test_control import start_live
     start_live(simnodes, broker, "refused-1")
     viewer = "wattlog-test-viewer"
     broker.client("viewer")  # makes the user, allowed everything...

@@ -26,8 +26,8 @@ import time
 import pytest
 
 from broker import Broker
+from faultload import stored
 from helpers import aligned_past
-from test_faults import stored
 from wattlog.fleet.provision import COLLECTOR
 from wattnode import wire
 
