@@ -73,7 +73,7 @@ def test_read_mode_reads_power_and_relay_and_refuses_set_power(broker, simnodes)
         same = broadlink.gendevice(0x947A, ("127.0.0.1", port), dev.mac)  # the seed's way
         same.auth()
         assert same.get_energy() == 500.0
-        s = stop_after_info(node, log.c, log, "bl-read")
+        s = stop_after_info(node, log, log, "bl-read")
     finally:
         log.close()
     assert s["relay"] == st["relay"] and s["commands"] == 1  # the info: set_power moved nothing
@@ -206,7 +206,7 @@ def test_off_listens_on_nothing(broker, simnodes):
             s.send(bytes(0x30))
             with pytest.raises(ConnectionRefusedError):  # the kernel: no socket on that port
                 s.recv(256)
-        s = stop_after_info(node, log.c, log, "bl-off")
+        s = stop_after_info(node, log, log, "bl-off")
     finally:
         log.close()
     assert s["broadlink"] == "off" and s["broadlink_counts"] is None

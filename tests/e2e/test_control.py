@@ -129,29 +129,21 @@ def test_forged_and_malformed_acks_free_nothing(broker, simnodes):
     the refusals above ran against code that does free (with only wrong boots, a node that
     never freed anything would pass too). A test user publishes them: it may publish anything."""
     from wattnode import wire
-    first = {}
-    spy = broker.client("forger")
-    spy.on_message = lambda c, u, m: first.setdefault("hdr", wire.decode_header(m.payload))
-    spy.connect("127.0.0.1", broker.port)
-    spy.subscribe("wattlog/forge/readings", qos=1)
-    spy.loop_start()
+    spy = Recorder(broker, "wattlog/forge/readings", name="forger")
     log = Recorder(broker, "wattlog/forge/log")
     node = simnodes(broker.port, "forge", "--profile", "constant:500", "--speed", "max",
                     "--start", aligned_past(1800), "--then-realtime", "--batch-max", 8)
     try:
-        deadline = time.monotonic() + 30
-        while "hdr" not in first and time.monotonic() < deadline:
-            time.sleep(0.05)
-        count, _, boot, seq, _, _ = first["hdr"]
+        spy.wait(lambda: spy.seen, "the plug's first batch", 30)
+        count, _, boot, seq, _, _ = wire.decode_header(spy.seen[0][1])
         for payload in (b"\xff\xfe", b"[]", b'{"boot": "x", "seq": 1}',
                         json.dumps({"boot": (boot + 1) % 2 ** 32, "seq": seq + count})):
-            spy.publish("wattlog/forge/ack", payload, qos=1).wait_for_publish(5)
+            spy.publish("wattlog/forge/ack", payload)
         log.next("wattlog/forge/log", lambda p: b"is not what the collector sends" in p)
-        spy.publish("wattlog/forge/ack", json.dumps({"boot": boot, "seq": seq + count}),
-                    qos=1).wait_for_publish(5)
+        spy.publish("wattlog/forge/ack", json.dumps({"boot": boot, "seq": seq + count}))
         s = stop_after_info(node, spy, log, "forge")
     finally:
-        spy.loop_stop()
+        spy.close()
         log.close()
     assert s["bad_acks"] == 3 and s["acks"] == 1  # the other boot's ack: ignored, not bad
     assert s["unacked"] == s["produced"] - (seq + count)  # only what the good ack covered
@@ -161,25 +153,18 @@ def test_forged_ack_for_the_right_boot_but_past_what_was_sent(broker, simnodes):
     """The boot id is random; a forger who read it from a batch still cannot free readings
     the node has not sent: a seq past them is refused."""
     from wattnode import wire
-    seen = {}
-    spy = broker.client("spy")
-    spy.on_message = lambda c, u, m: seen.setdefault("hdr", wire.decode_header(m.payload))
-    spy.connect("127.0.0.1", broker.port)
-    spy.subscribe("wattlog/forge2/readings", qos=1)
-    spy.loop_start()
+    spy = Recorder(broker, "wattlog/forge2/readings", name="spy")
     log = Recorder(broker, "wattlog/forge2/log")
     node = simnodes(broker.port, "forge2", "--profile", "constant:500", "--speed", "max",
                     "--start", aligned_past(1800), "--then-realtime", "--batch-max", 8)
-    deadline = time.monotonic() + 20
-    while "hdr" not in seen and time.monotonic() < deadline:
-        time.sleep(0.05)
-    boot = seen["hdr"][2]
-    spy.publish("wattlog/forge2/ack", json.dumps({"boot": boot, "seq": 10 ** 6}), qos=1)
-    spy.publish("wattlog/forge2/ack", json.dumps({"boot": boot, "seq": 0, "resend": 10 ** 6}), qos=1)
     try:
+        spy.wait(lambda: spy.seen, "the plug's first batch", 20)
+        boot = wire.decode_header(spy.seen[0][1])[2]
+        spy.publish("wattlog/forge2/ack", json.dumps({"boot": boot, "seq": 10 ** 6}))
+        spy.publish("wattlog/forge2/ack", json.dumps({"boot": boot, "seq": 0, "resend": 10 ** 6}))
         s = stop_after_info(node, spy, log, "forge2")
     finally:
-        spy.loop_stop()
+        spy.close()
         log.close()
     assert s["bad_acks"] == 2 and s["unacked"] == s["produced"], s
 
@@ -195,17 +180,15 @@ def test_a_command_flood_does_not_starve_sampling(broker, collectors, simnodes, 
     c.wait_for("listening on")
     node = simnodes(broker.port, "flood", "--profile", "constant:500", "--speed", "max",
                     "--start", aligned_past(2000))
-    flooder = broker.client("flooder")
-    flooder.connect("127.0.0.1", broker.port)
-    flooder.loop_start()
+    flooder = Recorder(broker, name="flooder")
     stop = threading.Event()
 
     sent = [0]
 
     def flood():
         while not stop.is_set():
-            flooder.publish("wattlog/flood/cmd", b"garbage %d" % sent[0])
-            flooder.publish("wattlog/flood/relay/set", b"MAYBE")
+            flooder.c.publish("wattlog/flood/cmd", b"garbage %d" % sent[0])  # QoS 0, unawaited
+            flooder.c.publish("wattlog/flood/relay/set", b"MAYBE")
             sent[0] += 2
             if sent[0] % 100 == 0:
                 time.sleep(0.01)
@@ -216,7 +199,7 @@ def test_a_command_flood_does_not_starve_sampling(broker, collectors, simnodes, 
     finally:
         stop.set()
         t.join()
-        flooder.loop_stop()
+        flooder.close()
     assert c.stop() == 0
     rows = wattlog("export", "--fill", "--data", data, "--feed", "flood/power").splitlines()
     assert s["produced"] >= 199 and len(rows) - 1 == s["produced"]
@@ -241,14 +224,12 @@ def test_the_acl_refuses_anonymous_and_cross_node_access(broker, simnodes):
     start_live(simnodes, broker, "victim", "--interval", 1)  # live, a state every second
     broker.node_args("mallory")
     watch = Recorder(broker, "wattlog/#")
-    mallory = broker.client("mallory", user="mallory")
-    mallory.connect("127.0.0.1", broker.port)
-    mallory.loop_start()
+    mallory = Recorder(broker, name="mallory", user="mallory")
     try:
         watch.next("wattlog/victim/state", lambda p: json.loads(p)["relay"] == "ON")
-        mallory.publish("wattlog/victim/readings", b"\x02\x10forged", qos=1).wait_for_publish(5)
-        mallory.publish("wattlog/victim/relay/set", b"OFF", qos=1).wait_for_publish(5)
-        mallory.publish("wattlog/mallory/readings", b"own topic", qos=1).wait_for_publish(5)
+        mallory.publish("wattlog/victim/readings", b"\x02\x10forged")
+        mallory.publish("wattlog/victim/relay/set", b"OFF")
+        mallory.publish("wattlog/mallory/readings", b"own topic")
         watch.next("wattlog/mallory/readings")  # its own topic passes: the ACL is what stops it
         seen = []
         deadline = time.monotonic() + 15
@@ -263,7 +244,7 @@ def test_the_acl_refuses_anonymous_and_cross_node_access(broker, simnodes):
         state = [json.loads(m[1]) for m in seen if m[0] == "wattlog/victim/state"]
         assert state and all(s["relay"] == "ON" for s in state)
     finally:
-        mallory.loop_stop()
+        mallory.close()
         watch.close()
 
 

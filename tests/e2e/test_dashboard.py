@@ -25,6 +25,7 @@ import pytest
 from dashrig import (CHROMIUM, DAY_S, DESKTOP, GAPPY, MARKS, PHONE, PLUGS, TOKEN, WEAK_RSSI, Page,
                      Rig, cli)
 from helpers import pg_server
+from rig import Recorder
 
 pytestmark = MARKS
 STORES = ("files", "postgresql")
@@ -76,13 +77,12 @@ CARD_SHOWS = """([node, want]) => {
 def test_overview_shows_each_plugs_live_power_without_reload(rig):
     """Every plug has a card; each card follows the plug's own states (read here from the
     broker as another client) within two 10 s slots, with no reload; no console errors."""
-    seen = {}
-    watch = rig.broker.client("dashboard-watch")
-    watch.on_message = lambda c, u, m: seen.setdefault(m.topic.split("/")[1], []).append(
-        (time.monotonic(), json.loads(m.payload)))
-    watch.connect("127.0.0.1", rig.broker.port)
-    watch.subscribe("wattlog/+/state")
-    watch.loop_start()
+    watch = Recorder(rig.broker, "wattlog/+/state", name="dashboard-watch")
+
+    def heard(node):
+        """(arrival, state) of each state the node published."""
+        return [(m.at, json.loads(m[1])) for m in list(watch.seen)
+                if m[0] == "wattlog/%s/state" % node]
     p = Page(rig)
     try:
         page = p.open()
@@ -95,8 +95,8 @@ def test_overview_shows_each_plugs_live_power_without_reload(rig):
         for node in PLUGS:
             # a state the plug publishes after the page loaded: the card shows it within 20 s
             state = rig.wait_for("a new state from " + node, lambda: next(
-                (s for t, s in seen.get(node, []) if t > loaded), None), 30)
-            want = [watts(s["power"]) for t, s in seen[node] if s["time"] >= state["time"]]
+                (s for t, s in heard(node) if t > loaded), None), 30)
+            want = [watts(s["power"]) for t, s in heard(node) if s["time"] >= state["time"]]
             got = p.wait(CARD_SHOWS, arg=[node, want], timeout_s=20)
             assert got in want
         assert not navigations, navigations  # no reload
@@ -114,8 +114,7 @@ def test_overview_shows_each_plugs_live_power_without_reload(rig):
         assert sum(int(x) for x in re.findall(r"\d+", background)[:3]) < 150, background
         p.shot("overview-phone-dark")
     finally:
-        watch.loop_stop()
-        watch.disconnect()
+        watch.close()
         p.close()
 
 
@@ -381,14 +380,10 @@ def test_markup_from_the_api_is_shown_as_text_and_errors_as_sentences(rig):
     could) and an API error quoting a request are shown as text, never run; an error is a
     sentence in the page, not a blank chart."""
     evil = '<img src=x onerror="window.pwned=1">'
-    client = rig.broker.client("dashboard-evil")
-    client.connect("127.0.0.1", rig.broker.port)
-    client.loop_start()
-    client.publish("wattlog/evil-1/log", "boot " + evil, qos=1).wait_for_publish(10)
-    client.publish("homeassistant/device/evil-1/config",
-                   json.dumps({"dev": {"sw_version": evil[:32]}}), qos=1).wait_for_publish(10)
-    client.loop_stop()
-    client.disconnect()
+    with Recorder(rig.broker, name="dashboard-evil") as client:
+        client.publish("wattlog/evil-1/log", "boot " + evil)
+        client.publish("homeassistant/device/evil-1/config",
+                       json.dumps({"dev": {"sw_version": evil[:32]}}))
     rig.wait_for("the log line", lambda: (rig.call("/api/plugs/evil-1") or {}).get("log"))
     p = Page(rig)
     try:
@@ -578,13 +573,8 @@ def test_each_plug_has_one_colour_in_every_view_and_after_a_reload(rig):
     and the Energy view's legend, whichever view a page opens first, and after a reload; a
     plug that has announced itself but stored nothing (a card, no bars, no line) moves no
     other plug's colour."""
-    client = rig.broker.client("dashboard-announce")
-    client.connect("127.0.0.1", rig.broker.port)
-    client.loop_start()
-    client.publish("wattlog/aaa-announced/status", "online", qos=1,
-                   retain=True).wait_for_publish(10)
-    client.loop_stop()
-    client.disconnect()
+    with Recorder(rig.broker, name="dashboard-announce") as client:
+        client.publish("wattlog/aaa-announced/status", "online", retain=True)
     rig.wait_for("the announced plug", lambda: rig.call("/api/plugs/aaa-announced"))
     colours = {
         "#energy": ("document.querySelectorAll('#bars-legend span').length >= 4",

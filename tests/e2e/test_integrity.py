@@ -66,18 +66,12 @@ def test_the_collector_reads_every_retained_ack_before_it_decides(broker, collec
     """300 plugs' retained acks on the broker: the collector has all of them in hand when it
     checks its data (a marker it publishes after subscribing comes back after the retained
     messages)."""
-    writer = broker.client("acks-writer")
-    writer.connect("127.0.0.1", broker.port)
-    writer.loop_start()
     nodes = ["ret-%03d" % i for i in range(300)]
-    try:
+    with Recorder(broker, name="acks-writer") as writer:
         for i, node in enumerate(nodes):
             writer.publish("wattlog/%s/ack" % node, json.dumps(
                 {"boot": 1000 + i, "seq": i, "time": int(time.time()), "commit": 1}),
-                qos=1, retain=True).wait_for_publish(5)
-    finally:
-        writer.loop_stop()
-        writer.disconnect()
+                retain=True)
     data = tmp_path / "data"
     c = collectors(broker.url, data, commit_interval=1)
     c.wait_for("listening on")

@@ -21,18 +21,16 @@ import sys
 from broker import Broker, free_port
 from rig.wait import wait_until
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__)))))
-
-
 class Collector:
-    def __init__(self, url=None, data=None, commit_interval=300, password_file=None, args=(),
-                 *, config=None, store=None, listen=None, status_interval=2, log_path=None,
-                 wrap=(), env=None, preexec_fn=None, start=True):
-        """url, data: --broker and --data (with --commit-interval and --status-interval), or
-        config: --config FILE and nothing else but args. listen: True (a free loopback port)
-        or a port: --listen 127.0.0.1:PORT. store: PostgreSQL instead of the files. wrap: a
-        command to run the collector under (a profiler). args: more flags, last."""
+    def __init__(self, url=None, data=None, commit_interval=None, password_file=None, args=(),
+                 *, config=None, store=None, listen=None, status_interval=None, log_path=None,
+                 wrap=(), env=None, cwd=None, new_session=False, preexec_fn=None, start=True):
+        """url, data: --broker and --data, with --commit-interval (default 300) and
+        --status-interval (default 2); config: --config FILE first, then only the flags given.
+        listen: True (a free loopback port) or a port: --listen 127.0.0.1:PORT. store:
+        PostgreSQL instead of the files. wrap: a command to run the collector under (a
+        profiler). args: more flags, last. env, cwd, new_session (a session of its own: a
+        Ctrl-C at the terminal does not reach it) and preexec_fn go to its Popen."""
         argv = []
         if config is not None:
             argv += ["--config", str(config)]
@@ -42,9 +40,13 @@ class Collector:
                                          if password_file else [])
         if data is not None:
             argv += ["--data", str(data)]
-        if config is None:
-            argv += ["--commit-interval", str(commit_interval),
-                     "--status-interval", str(status_interval)]
+        if config is None:  # flags alone: the tests' pace unless told
+            commit_interval = 300 if commit_interval is None else commit_interval
+            status_interval = 2 if status_interval is None else status_interval
+        if commit_interval is not None:
+            argv += ["--commit-interval", str(commit_interval)]
+        if status_interval is not None:
+            argv += ["--status-interval", str(status_interval)]
         if store is not None:
             argv += ["--store", store.dsn, "--store-password-file", store.password_file]
         self.port = None
@@ -57,7 +59,8 @@ class Collector:
                      + argv + [str(a) for a in args])
         self.log_path = str(log_path or (self.data + ".log" if self.data else
                                          os.path.splitext(str(config))[0] + ".log"))
-        self._env, self._preexec = env, preexec_fn
+        self._popen = dict(env=env, cwd=cwd, start_new_session=new_session,
+                           preexec_fn=preexec_fn)
         self.proc = self._log = None
         self._since = 0
         open(self.log_path, "w").close()
@@ -69,7 +72,7 @@ class Collector:
         self._since = os.path.getsize(self.log_path)
         self._log = open(self.log_path, "a")
         self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                     cwd=REPO, env=self._env, preexec_fn=self._preexec)
+                                     **self._popen)
         return self
 
     restart = start

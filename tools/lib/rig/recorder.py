@@ -28,11 +28,12 @@ _names = itertools.count(1)  # each Recorder its own client id (and test user), 
 
 
 class Message(tuple):
-    """(topic, payload bytes), with .retain: compares equal to a plain (topic, payload)."""
+    """(topic, payload bytes), with .retain and .at (time.monotonic() when it arrived):
+    compares equal to a plain (topic, payload)."""
 
     def __new__(cls, topic, payload, retain=False):
         m = tuple.__new__(cls, (topic, payload))
-        m.retain = retain
+        m.retain, m.at = retain, time.monotonic()
         return m
 
 
@@ -81,6 +82,11 @@ class Recorder:
 
     def logs(self, node):
         return self.on("wattlog/%s/log" % node)
+
+    def text(self):
+        """Every payload seen, decoded, joined by " | " (to look for words in)."""
+        with self._changed:
+            return " | ".join(p.decode(errors="replace") for _, p in self.seen)
 
     def wait(self, condition, what="a condition", timeout_s=60.0):
         """Until condition() is truthy (checked at each message, and every 0.1 s); its value."""
