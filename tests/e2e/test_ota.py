@@ -173,12 +173,8 @@ def test_a_replayed_manifest_is_refused_and_a_downgrade_on_purpose_is_taken(
         with open(os.path.join(flash, "ota", "boot")) as f:
             pointer = f.read()
         uid = json.loads(captured[65:])["id"]
-        operator = broker.client("ota-replay", user=OPERATOR)
-        operator.connect("127.0.0.1", broker.port)
-        operator.loop_start()
-        operator.publish("wattlog/ota-r/ota/manifest", captured, qos=1).wait_for_publish(10)
-        operator.disconnect()
-        operator.loop_stop()
+        with Recorder(broker, name="ota-replay", user=OPERATOR) as operator:
+            operator.publish("wattlog/ota-r/ota/manifest", captured)
         said, _ = wire.next("wattlog/ota-r/log", lambda p: b"refused" in p)
         status, _ = wire.next("wattlog/ota-r/ota/status",
                               lambda p: json.loads(p)["state"] == "refused")
@@ -218,13 +214,8 @@ def test_only_the_operator_may_publish_an_update(broker, simnodes):
     watcher = Recorder(broker, "wattlog/ota-a/ota/#")
     try:
         for user in ("ota-other", HOMEASSISTANT, OPERATOR):
-            c = broker.client(user, user=user)
-            c.connect("127.0.0.1", broker.port)
-            c.loop_start()
-            c.publish("wattlog/ota-a/ota/manifest", b"from " + user.encode(),
-                      qos=1).wait_for_publish(5)
-            c.disconnect()
-            c.loop_stop()
+            with Recorder(broker, name=user, user=user) as c:
+                c.publish("wattlog/ota-a/ota/manifest", b"from " + user.encode())
         payload, _ = watcher.next("wattlog/ota-a/ota/manifest")
         assert payload == b"from " + OPERATOR.encode()
     finally:
