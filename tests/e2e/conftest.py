@@ -59,8 +59,9 @@ def pg():
 
 @pytest.fixture
 def collectors():
-    """start(url, data, commit_interval=S[, password_file=F]): `wattlog collect`; for the url
-    of a Broker it logs in with that broker's collector password file."""
+    """start(url, data, **kw): rig.Collector(url, data, **kw), `wattlog collect` (kw:
+    commit_interval, password_file, store, listen, args...), killed when the test ends; for
+    the url of a Broker it logs in with that broker's collector password file."""
     started = []
 
     def start(url, data, **kw):
