@@ -11,7 +11,7 @@ import numpy as np
 
 from helpers import REPO
 from wattlog.store.feeds import Registry
-from wattlog.store.phpfina import Feed
+from wattlog.store.phpfina import Feed, FeedError
 
 SPEED = 100
 INTERVAL = 10
@@ -28,6 +28,16 @@ def stored(data, node):
     feed = Feed.open(os.path.join(str(data), "phpfina"), entry["id"])
     values = feed.read(0, feed.npoints())
     return {feed.time(i): float(v) for i, v in enumerate(values) if not np.isnan(v)}
+
+
+def storing(data, names):
+    """Whether the collector has stored readings of every plug named: read while it writes,
+    so a feed it is creating at that moment (in feeds.json, its .meta not there yet) counts
+    as nothing stored yet."""
+    try:
+        return all(stored(data, node) for node in names)
+    except (FeedError, OSError, ValueError):
+        return False
 
 
 def start_plugs(simnodes, port, names, seconds, *extra, speed=SPEED):

@@ -28,7 +28,7 @@ import time
 
 import pytest
 
-from faultload import INTERVAL, ROWS_FILE, finish, start_plugs, stored, watts
+from faultload import INTERVAL, ROWS_FILE, finish, start_plugs, stored, storing, watts
 from helpers import aligned_past, wattlog
 from netcut import Relay
 from rig import Recorder, summaries, wait_until
@@ -130,7 +130,7 @@ def test_broker_stopped_and_restarted(broker, collectors, simnodes, tmp_path):
     c.wait_for("listening on")
     names = ["brk-a", "brk-b", "brk-c"]
     plugs = start_plugs(simnodes, broker.port, names, 40)
-    wait_until("some readings of every plug stored", lambda: all(stored(data, n) for n in names))
+    wait_until("some readings of every plug stored", lambda: storing(data, names))
     broker.stop()       # no persistence: queued batches and retained acks are gone
     time.sleep(4)       # the outage itself: plugs hold their readings, the collector retries
     broker.start()
@@ -153,8 +153,7 @@ def test_link_cut_longer_than_the_commit_interval(broker, collectors, simnodes, 
     names = ["cut-a", "cut-b", "cut-c"]
     with Relay(broker.port) as relay:
         plugs = start_plugs(simnodes, relay.port, names, 55)
-        wait_until("some readings of every plug stored",
-                   lambda: all(stored(data, n) for n in names))
+        wait_until("some readings of every plug stored", lambda: storing(data, names))
         relay.cut()     # silent, as Wi-Fi fails: no RST, no FIN
         time.sleep(20)  # > commit interval, > the 15 s PUBACK timeout, < the ring (307 s)
         relay.heal()
@@ -177,7 +176,7 @@ def test_nodes_rebooted_cleanly_and_by_crash(broker, collectors, simnodes, tmp_p
     names = ["boot-a", "boot-b", "boot-c"]
     plugs = start_plugs(simnodes, broker.port, names[:2], 40)
     plugs += start_plugs(simnodes, broker.port, names[2:], 40, "--crash-after", 1500)
-    wait_until("some readings of every plug stored", lambda: all(stored(data, n) for n in names))
+    wait_until("some readings of every plug stored", lambda: storing(data, names))
     with Recorder(broker, name="faults-cmd") as cmd:
         cmd.publish("wattlog/boot-a/cmd", json.dumps({"cmd": "reboot"}))
     outs = finish(plugs)
@@ -214,8 +213,7 @@ def test_an_outage_longer_than_ring_and_spill(broker, collectors, simnodes, tmp_
     with Relay(broker.port) as relay:
         plugs = start_plugs(simnodes, relay.port, names, 55, "--ring-kib", 4, "--spill-kib", 4,
                             speed=200)
-        wait_until("some readings of every plug stored",
-                   lambda: all(stored(data, n) for n in names))
+        wait_until("some readings of every plug stored", lambda: storing(data, names))
         relay.cut()
         time.sleep(30)  # the outage itself: 600 readings at 200x, more than ring and spill
         relay.heal()
