@@ -1,6 +1,6 @@
 """conftest.py - end-to-end fixtures: a private mosquitto on a free loopback port with
 authentication and the ACL on (tools/lib/broker.py), and the collector and simulated plugs
-(helpers.py), each stopped when its test ends, pass or fail.
+(the rig package, tools/lib/rig), each stopped when its test ends, pass or fail.
 
 Most plugs run as fast as they go (simnode --speed max) and a test ends on a condition. A test
 that must run against the wall clock (a broker restarted, a process killed at a moment, a
@@ -11,16 +11,12 @@ each worker: tools/lib/testrun.py), they start first and the quick ones fill in 
 import fcntl
 import json
 import subprocess
-import sys
 
 import pytest
 
-from helpers import REPO, Collector, SimNode
-
-sys.path.insert(0, str(REPO / "tools" / "lib"))
-sys.path.append(str(REPO / "lib"))  # lib/wattsim: its profiles compute what the plugs send
-
-from broker import Broker  # noqa: E402  (tools/lib is not a package)
+from helpers import REPO, pg_server  # first: it puts tools/lib (the rig) on sys.path
+from faultload import ROWS_FILE
+from rig import Broker, Collector, SimPlug
 
 
 @pytest.fixture(scope="session")
@@ -54,13 +50,21 @@ def broker(tmp_path):
 
 
 @pytest.fixture
+def pg():
+    """A private PostgreSQL for one test, removed after it."""
+    server = pg_server()
+    yield server
+    server.close()
+
+
+@pytest.fixture
 def collectors():
-    """start(url, data, commit_interval=S[, password_file=F]): `wattlog collect`; for the url
-    of a Broker it logs in with that broker's collector password file."""
+    """start(url, data, **kw): rig.Collector(url, data, **kw), `wattlog collect` (kw:
+    commit_interval, password_file, store, listen, args...), killed when the test ends; for
+    the url of a Broker it logs in with that broker's collector password file."""
     started = []
 
     def start(url, data, **kw):
-        kw.setdefault("password_file", Broker.collector_password_file(url))
         c = Collector(url, data, **kw)
         started.append(c)
         return c
@@ -76,7 +80,7 @@ def simnodes(broker):
     started = []
 
     def start(port, node_id, *args, via=None):
-        n = SimNode(port, node_id, *(list(args) + (via or broker).node_args(node_id)))
+        n = SimPlug(port, node_id, *args, broker=via or broker)
         started.append(n)
         return n
     yield start
@@ -87,6 +91,8 @@ def simnodes(broker):
 def pytest_configure(config):
     config.addinivalue_line("markers", "realtime: runs against the wall clock (its docstring says "
                                        "why); collected first")
+    config.addinivalue_line("markers", "both_stores: a dashboard test that also runs on a collector "
+                                       "storing into PostgreSQL (test_dashboard.py)")
 
 
 def pytest_collection_modifyitems(items):
@@ -95,17 +101,15 @@ def pytest_collection_modifyitems(items):
 
 def pytest_sessionstart(session):
     """A new run starts a new fault table (in the main process, not in pytest-xdist's workers)."""
-    import test_faults
-    if not hasattr(session.config, "workerinput") and test_faults.ROWS_FILE.exists():
-        test_faults.ROWS_FILE.unlink()
+    if not hasattr(session.config, "workerinput") and ROWS_FILE.exists():
+        ROWS_FILE.unlink()
 
 
 def pytest_terminal_summary(terminalreporter):
-    """The fault suite's table (test_faults.py), also kept in build/test-results/faults.txt."""
-    import test_faults
-    if not test_faults.ROWS_FILE.exists():
+    """The fault suite's table (test_faults.py, faultload.py), also kept in build/test-results/faults.txt."""
+    if not ROWS_FILE.exists():
         return
-    rows = sorted(json.loads(line) for line in test_faults.ROWS_FILE.read_text().splitlines())
+    rows = sorted(json.loads(line) for line in ROWS_FILE.read_text().splitlines())
     lines = ["%-58s %9s %9s %6s %7s" % ("fault scenario", "produced", "stored", "lost", "time s")]
     for scenario, produced, stored, lost, seconds in rows:
         lines.append("%-58s %9d %9d %6d %7.0f" % (scenario, produced, stored, lost, seconds))

@@ -1,110 +1,18 @@
-"""helpers.py - processes for the end-to-end tests: the collector, simulated plugs, the CLI.
-Every wait is bounded."""
+"""helpers.py - small things the end-to-end tests share that are no running part: the wattlog
+CLI run once, slot-aligned times in the past, a secret file. The running parts (broker,
+collector, recorder, simulated plug) are the rig package, tools/lib/rig."""
 
-import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tools" / "lib"))  # the rig; tools/lib is not a package
+sys.path.append(str(REPO / "lib"))  # lib/wattsim: its profiles compute what the plugs send
 
-
-class Collector:
-    """`wattlog collect` in its own process, logging to a file; the broker password comes
-    from password_file, as the README says, never on the command line."""
-
-    def __init__(self, url, data, commit_interval=300, password_file=None, args=()):
-        self.data = str(data)
-        self.log_path = self.data + ".log"
-        self._log = open(self.log_path, "w")
-        login = ["--password-file", str(password_file)] if password_file else []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "wattlog.cli", "collect", "--broker", url] + login
-            + ["--data", self.data, "--commit-interval", str(commit_interval),
-               "--status-interval", "2"] + [str(a) for a in args],
-            stdout=self._log, stderr=subprocess.STDOUT)
-
-    def wait_for(self, text, timeout_s=20.0):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if text in self.log():
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError("collector log never said %r:\n%s" % (text, self.log()))
-
-    def log(self):
-        with open(self.log_path) as f:
-            return f.read()
-
-    def stop(self):
-        """SIGTERM, as systemd sends it; returns the exit status."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(30)
-        finally:
-            self._log.close()
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self._log.close()
-
-
-class SimNode:
-    """tools/simnode: the real firmware on the unix port with a simulated plug."""
-
-    def __init__(self, port, node_id, *args):
-        self.proc = subprocess.Popen(
-            [str(REPO / "tools" / "simnode"), "--id", node_id, "--broker", "127.0.0.1:%d" % port]
-            + [str(a) for a in args],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.output = ""
-
-    def finish(self, timeout_s=120):
-        """Wait for the node to end by itself; its summary line as a dict."""
-        try:
-            self.output, _ = self.proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.output, _ = self.proc.communicate()
-            raise AssertionError("simnode did not finish in %d s:\n%s" % (timeout_s, self.output))
-        assert self.proc.returncode == 0, self.output
-        return summary(self.output)
-
-    def firmware_pid(self):
-        """The MicroPython process (a child of the simnode wrapper)."""
-        with open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)) as f:
-            return int(f.read().split()[0])
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.output = self.proc.communicate(timeout=45)[0]
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.output = self.proc.communicate()[0]
-
-
-def summaries(output):
-    """Every summary line a node printed (one per clean stop or clean reboot), as dicts."""
-    return [json.loads(line[len("summary "):]) for line in output.splitlines()
-            if line.startswith("summary ")]
-
-
-def summary(output):
-    """The summary of the node's last run."""
-    found = summaries(output)
-    if not found:
-        raise AssertionError("no summary line in node output:\n%s" % output)
-    return found[-1]
+from rig import SimPlug as SimNode, summary  # noqa: E402,F401  (test_cluster.py's names)
 
 
 def wattlog(*argv):
@@ -125,3 +33,14 @@ def secret_file(path, text):
     with os.fdopen(fd, "w") as f:
         f.write(text + "\n")
     return str(path)
+
+
+def pg_server():
+    """A private PostgreSQL (tools/lib/pgserver.py), started; the test is skipped where none is
+    installed."""
+    import pytest
+    pgserver = pytest.importorskip("pgserver")
+    try:
+        return pgserver.PgServer().start()
+    except RuntimeError as e:
+        pytest.skip("no PostgreSQL here (%s): tools/setup installs it" % e)

@@ -3,12 +3,11 @@
 real mosquitto: the clock answer to "online", the resend request for a hole, and the retained
 ack of a commit. A test user plays the plug."""
 
-import queue
 import sys
 import time
 
 from helpers import REPO
-from test_broker_security import Session
+from rig import Recorder
 from wattlog.store.nodes import parse_ack
 from wattnode import wire
 
@@ -21,14 +20,7 @@ ACK_TOPIC = "wattlog/%s/ack" % NODE
 
 def next_ack(session, timeout_s=15.0):
     """The next message on the node's ack topic: its payload (bytes)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            topic, payload = session.q.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            raise AssertionError("no ack came within %.0f s" % timeout_s) from None
-        if topic == ACK_TOPIC:
-            return payload
+    return session.next(ACK_TOPIC, timeout_s=timeout_s)[0]
 
 
 def test_a_collector_committing_once_a_day_or_less_still_gives_the_node_its_clock(
@@ -40,7 +32,7 @@ def test_a_collector_committing_once_a_day_or_less_still_gives_the_node_its_cloc
     that the node and the collector's own start-up both read."""
     c = collectors(broker.url, tmp_path / "data", commit_interval=100000)
     c.wait_for("listening on")
-    plug = Session(broker, NODE, topics=[ACK_TOPIC])
+    plug = Recorder(broker, ACK_TOPIC, name=NODE)
     try:
         plug.publish("wattlog/%s/status" % NODE, b"online", retain=True)
         kind, ack = wire.parse_ack(next_ack(plug))

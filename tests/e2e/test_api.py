@@ -12,8 +12,6 @@ for the 300 s commit interval, so they are pending, not committed, while the tes
 
 import json
 import queue
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -22,9 +20,9 @@ from http.client import HTTPConnection
 
 import pytest
 
-from broker import Broker, free_port
-from helpers import REPO, SimNode, aligned_past, secret_file
-from wattlog.fleet.provision import COLLECTOR, OPERATOR
+from helpers import aligned_past, secret_file
+from rig import Broker, Collector, SimPlug
+from wattlog.fleet.provision import OPERATOR
 from wattnode import __version__
 
 NODE = "api-1"
@@ -35,7 +33,7 @@ TOKEN = "t0ken-for-the-api-test-0123456789"
 class Rig:
     def __init__(self, work):
         self.broker = Broker(str(work / "mosquitto")).start()
-        self.proc = self.plug = None
+        self.collector = self.plug = None
         try:
             self._start(work)
         except BaseException:  # a collector that never listened: stop what did start
@@ -45,31 +43,15 @@ class Rig:
     def _start(self, work):
         self.data = work / "data"
         self.token_file = secret_file(work / "http.token", TOKEN)
-        self.port = free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
-        self.log_path = work / "collector.log"
-        self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "wattlog.cli", "collect", "--broker", self.broker.url,
-             "--password-file", self.broker.password_file(COLLECTOR), "--data", str(self.data),
-             "--commit-interval", "300", "--status-interval", "2",
-             "--listen", "127.0.0.1:%d" % self.port, "--http-token-file", str(self.token_file),
-             "--operator-password-file", self.broker.password_file(OPERATOR)],
-            stdout=self._log, stderr=subprocess.STDOUT, cwd=str(REPO))
-        self.wait_log("listening on")
+        self.collector = Collector(self.broker.url, self.data, listen=True, args=[
+            "--http-token-file", self.token_file,
+            "--operator-password-file", self.broker.password_file(OPERATOR)])
+        self.port, self.url = self.collector.port, self.collector.http_url
+        self.collector.wait_for("listening on")
         self.start = aligned_past(PAST_S)
-        self.plug = SimNode(self.broker.port, NODE, "--profile", "constant:500", "--speed",
+        self.plug = SimPlug(self.broker.port, NODE, "--profile", "constant:500", "--speed",
                             "max", "--start", self.start, "--then-realtime", "--config",
-                            json.dumps({"batch_wait_s": 2}), *self.broker.node_args(NODE))
-
-    def wait_log(self, text, timeout_s=20.0):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if text in self.log_path.read_text():
-                return
-            assert self.proc.poll() is None, self.log_path.read_text()
-            time.sleep(0.05)
-        raise AssertionError("collector never said %r:\n%s" % (text, self.log_path.read_text()))
+                            json.dumps({"batch_wait_s": 2}), broker=self.broker)
 
     def call(self, path, body=None, token=TOKEN, method=None):
         """(status, decoded JSON or text) of one request, with the token unless told (so it
@@ -87,24 +69,14 @@ class Rig:
         return status, json.loads(raw) if "json" in kind else raw.decode()
 
     def wait_for(self, what, check, timeout_s=60.0):
-        deadline = time.monotonic() + timeout_s
-        last = None
-        while time.monotonic() < deadline:
-            last = check()
-            if last:
-                return last
-            assert self.proc.poll() is None, self.log_path.read_text()
-            time.sleep(0.2)
-        raise AssertionError("%s never came true (last: %r)" % (what, last))
+        """Until check() is truthy (its value), the collector still running."""
+        return self.collector.wait_until(what, check, timeout_s)
 
     def close(self):
         if self.plug is not None:
             self.plug.stop()
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.terminate()
-                self.proc.wait(30)
-            self._log.close()
+        if self.collector is not None:
+            self.collector.stop()
         self.broker.stop()
 
 
@@ -304,4 +276,4 @@ def test_bad_requests_get_one_sentence_and_the_collector_carries_on(rig):
     assert status == 400 and "cmd must be one of" in out["error"]
     rig.wait_for("more readings after the bad requests",
                  lambda: rig.call("/api/health")[1]["readings"] > before)
-    assert rig.proc.poll() is None
+    assert rig.collector.running()

@@ -15,9 +15,8 @@ import pytest
 from broadlink import exceptions as blerr
 
 from helpers import aligned_past, wattlog
-from test_control import stop_after_info
-from test_link import Listener
-from test_demo import sim_mac
+from plugs import sim_mac, stop_after_info
+from rig import Recorder
 
 AUTH_BURST, AUTH_PER_S = 3, 2  # broadlink.py's AUTH_BURST and 1000 // AUTH_EVERY_MS
 # test_pipeline.py's limited heap: broadlink "read" (9.8 KiB on this 64-bit port: the module
@@ -52,14 +51,14 @@ def start(simnodes, broker, node_id, mode, port, *extra):
 
 
 def state(log, node_id, match=lambda s: True):
-    payload, _ = log.wait("wattlog/%s/state" % node_id, lambda p: match(json.loads(p)))
+    payload, _ = log.next("wattlog/%s/state" % node_id, lambda p: match(json.loads(p)))
     return json.loads(payload)
 
 
 def test_read_mode_reads_power_and_relay_and_refuses_set_power(broker, simnodes):
     port = free_udp_port()
     node = start(simnodes, broker, "bl-read", "read", port)
-    log = Listener(broker, "wattlog/bl-read/#")
+    log = Recorder(broker, "wattlog/bl-read/#")
     try:
         st = state(log, "bl-read")
         dev = broadlink.hello("127.0.0.1", port=port, timeout=5)  # discovery, as --device would be
@@ -74,7 +73,7 @@ def test_read_mode_reads_power_and_relay_and_refuses_set_power(broker, simnodes)
         same = broadlink.gendevice(0x947A, ("127.0.0.1", port), dev.mac)  # the seed's way
         same.auth()
         assert same.get_energy() == 500.0
-        s = stop_after_info(node, log.c, log, "bl-read")
+        s = stop_after_info(node, log, log, "bl-read")
     finally:
         log.close()
     assert s["relay"] == st["relay"] and s["commands"] == 1  # the info: set_power moved nothing
@@ -84,14 +83,14 @@ def test_read_mode_reads_power_and_relay_and_refuses_set_power(broker, simnodes)
 def test_control_mode_switches_through_the_relay_path_and_says_who(broker, simnodes):
     port = free_udp_port()
     start(simnodes, broker, "bl-ctl", "control", port)
-    log = Listener(broker, "wattlog/bl-ctl/#")
+    log = Recorder(broker, "wattlog/bl-ctl/#")
     try:
         assert state(log, "bl-ctl")["relay"] == "ON"
         dev = broadlink.sp3s(("127.0.0.1", port), sim_mac("bl-ctl"), 0x947A, timeout=5)
         dev.auth()
         dev.set_power(False)
         assert state(log, "bl-ctl", lambda s: s["relay"] == "OFF")
-        said, _ = log.wait("wattlog/bl-ctl/log", lambda p: p.startswith(b"broadlink: "))
+        said, _ = log.next("wattlog/bl-ctl/log", lambda p: p.startswith(b"broadlink: "))
         assert said.startswith(b"broadlink: 127.0.0.1:") and said.endswith(b"switched the relay OFF")
         assert dev.check_power() is False
         dev.set_power(True)
@@ -104,15 +103,15 @@ def test_control_mode_switches_through_the_relay_path_and_says_who(broker, simno
 def test_a_reboot_expires_sessions_and_the_client_authenticates_again(broker, simnodes):
     port = free_udp_port()
     node = start(simnodes, broker, "bl-boot", "read", port)
-    log = Listener(broker, "wattlog/bl-boot/#")
+    log = Recorder(broker, "wattlog/bl-boot/#")
     try:
         before = state(log, "bl-boot")
         dev = broadlink.sp3s(("127.0.0.1", port), sim_mac("bl-boot"), 0x947A, timeout=5)
         dev.auth()
         assert dev.get_energy() == 500.0
         log.c.publish("wattlog/bl-boot/cmd", json.dumps({"cmd": "reboot"}), qos=1)
-        log.wait("wattlog/bl-boot/log", lambda p: b"rebooting" in p)
-        log.wait("wattlog/bl-boot/status", lambda p: p == b"online", timeout_s=30)
+        log.next("wattlog/bl-boot/log", lambda p: b"rebooting" in p)
+        log.next("wattlog/bl-boot/status", lambda p: p == b"online", timeout_s=30)
         with pytest.raises(blerr.AuthorizationError) as e:
             dev.get_energy()
         assert e.value.errno == -7  # "Control key is expired"
@@ -198,7 +197,7 @@ def test_a_datagram_flood_does_not_starve_sampling_and_auth_is_rate_limited(
 def test_off_listens_on_nothing(broker, simnodes):
     port = free_udp_port()
     node = start(simnodes, broker, "bl-off", "off", port)
-    log = Listener(broker, "wattlog/bl-off/#")
+    log = Recorder(broker, "wattlog/bl-off/#")
     try:
         state(log, "bl-off")
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -207,7 +206,7 @@ def test_off_listens_on_nothing(broker, simnodes):
             s.send(bytes(0x30))
             with pytest.raises(ConnectionRefusedError):  # the kernel: no socket on that port
                 s.recv(256)
-        s = stop_after_info(node, log.c, log, "bl-off")
+        s = stop_after_info(node, log, log, "bl-off")
     finally:
         log.close()
     assert s["broadlink"] == "off" and s["broadlink_counts"] is None

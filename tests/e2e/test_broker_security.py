@@ -16,59 +16,13 @@ import queue
 import shutil
 import subprocess
 import tempfile
-import time
 
 import pytest
 
 from broker import free_port, mosquitto_path, wait_for_port
-from helpers import Collector, SimNode, aligned_past, wattlog
-from test_link import Listener
+from helpers import aligned_past, wattlog
+from rig import Collector, Recorder, SimPlug
 from wattlog.fleet.provision import COLLECTOR, HOMEASSISTANT, OPERATOR, password_file
-
-
-class Session:
-    """A paho client of `user` (by default a test user of its own, allowed everything),
-    connected, and subscribed to `topics`, when the constructor returns."""
-
-    def __init__(self, broker, name, user=None, topics=()):
-        self.q, events = queue.Queue(), queue.Queue()
-        self.c = broker.client(name, user=user)
-        self.c.on_connect = lambda c, u, f, rc, p: events.put(rc)
-        self.c.on_subscribe = lambda c, u, mid, rcs, p: events.put(rcs)
-        self.c.on_message = lambda c, u, m: self.q.put((m.topic, m.payload))
-        self.c.connect("127.0.0.1", broker.port)
-        self.c.loop_start()
-        rc = events.get(timeout=10)
-        assert not rc.is_failure, "%s could not log in: %s" % (name, rc)
-        if topics:
-            self.c.subscribe([(t, 1) for t in topics])
-            events.get(timeout=10)  # granted, even where the ACL denies (REFERENCE.md)
-
-    def publish(self, topic, payload, retain=False):
-        self.c.publish(topic, payload, qos=1, retain=retain).wait_for_publish(5)
-
-    def until(self, topic, payload, timeout_s=10.0):
-        """Everything that arrived before (topic, payload); fails if that never comes."""
-        seen, deadline = [], time.monotonic() + timeout_s
-        while True:
-            try:
-                got = self.q.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError("%s %r never arrived; before it: %s"
-                                     % (topic, payload, seen)) from None
-            if got == (topic, payload):
-                return seen
-            seen.append(got)
-
-    def sync(self, topic):
-        """Everything that arrived before a marker it sends itself on `topic` (one it
-        subscribes to): with the retained messages, those come first."""
-        self.publish(topic, b"marker")
-        return self.until(topic, b"marker")
-
-    def close(self):
-        self.c.disconnect()  # first: the network thread then ends at once, not after 1 s
-        self.c.loop_stop()
 
 
 def cmdline(pid):
@@ -114,7 +68,7 @@ def test_the_provisioned_broker_starts_as_debian_starts_it(tmp_path):
                               password_file=password_file(d, COLLECTOR))
         collector.wait_for("listening on")
         start = aligned_past(300)
-        s = SimNode(port, "plug-r", "--node-config",
+        s = SimPlug(port, "plug-r", "--node-config",
                     os.path.join(d, "nodes", "plug-r", "config.json"), "--profile",
                     "constant:300", "--speed", "max", "--start", start).finish()
         assert collector.stop() == 0
@@ -138,12 +92,11 @@ def test_a_plug_cannot_knock_the_collector_off(broker, collectors, tmp_path):
     c = collectors(broker.url, tmp_path / "data", commit_interval=300)
     c.wait_for("listening on")
     broker.node_args("imposter")
-    imposter = Session(broker, "wattlog-collector", user="imposter",
-                       topics=["wattlog/imposter/ack"])
+    imposter = Recorder(broker, "wattlog/imposter/ack", name="wattlog-collector", user="imposter")
     try:
         imposter.publish("wattlog/imposter/status", b"online", retain=True)
         try:
-            topic, answer = imposter.q.get(timeout=10)
+            topic, answer = imposter.get(10)
         except queue.Empty:
             raise AssertionError("the collector never answered; its log:\n" + c.log()) from None
         assert topic == "wattlog/imposter/ack" and json.loads(answer)["clock"] is True
@@ -160,15 +113,15 @@ def test_a_plug_cannot_ack_its_own_readings_nor_command_itself(broker):
     """A plug may not publish on its own ack topic (a retained ack would free its readings
     before the collector has them), relay/set or cmd (the old `wattlog/%u/#` let it)."""
     broker.node_args("selfish")
-    watch = Session(broker, "watch-selfish", topics=["wattlog/#"])
-    plug = Session(broker, "selfish", user="selfish")
+    watch = Recorder(broker, "wattlog/#", name="watch-selfish")
+    plug = Recorder(broker, name="selfish", user="selfish")
     plug.publish("wattlog/selfish/ack", json.dumps({"boot": 1, "seq": 10 ** 6, "time": 1}),
                  retain=True)
     plug.publish("wattlog/selfish/relay/set", b"OFF")
     plug.publish("wattlog/selfish/cmd", b'{"cmd": "reboot"}')
     plug.publish("wattlog/selfish/log", b"marker")  # allowed: it follows the three refused
     assert watch.until("wattlog/selfish/log", b"marker") == []
-    late = Session(broker, "late-selfish", topics=["wattlog/selfish/#"])
+    late = Recorder(broker, "wattlog/selfish/#", name="late-selfish")
     assert late.sync("wattlog/selfish/probe") == []  # no retained ack either
     for s in (watch, plug, late):
         s.close()
@@ -181,8 +134,8 @@ ALL = ["wattlog/p1/" + k for k in ("readings", "status", "state", "log", "ack", 
 def _reads(broker, user, marker, topics=ALL):
     """`user` subscribes to every topic of `topics`; a test user publishes on each, then on
     `marker`: what `user` received before the marker."""
-    reader = Session(broker, "reader-" + user, user=user, topics=topics)
-    writer = Session(broker, "writer-" + user)
+    reader = Recorder(broker, *topics, name="reader-" + user, user=user)
+    writer = Recorder(broker, name="writer-" + user)
     for topic in topics:
         writer.publish(topic, b"x")
     writer.publish(marker, b"marker")
@@ -195,8 +148,8 @@ def _reads(broker, user, marker, topics=ALL):
 def _writes(broker, user, marker, topics=ALL):
     """`user` publishes on every topic of `topics` (the ack retained), then on `marker`: what
     a test user watching everything received before the marker."""
-    watch = Session(broker, "watch-" + user, topics=["#"])
-    writer = Session(broker, "writer-" + user, user=user)
+    watch = Recorder(broker, "#", name="watch-" + user)
+    writer = Recorder(broker, name="writer-" + user, user=user)
     for topic in topics:
         writer.publish(topic, b"x", retain=topic.endswith("/ack"))
     writer.publish(marker, b"marker")
@@ -266,9 +219,9 @@ def test_no_password_on_any_command_line(broker, collectors, simnodes, tmp_path)
     flash = tmp_path / "flash"
     node = simnodes(broker.port, "quiet", "--flash", flash, "--profile", "constant:100",
                     "--then-realtime")
-    seen = Listener(broker, "wattlog/quiet/status")
+    seen = Recorder(broker, "wattlog/quiet/status")
     try:
-        seen.wait("wattlog/quiet/status", lambda p: p == b"online")
+        seen.next("wattlog/quiet/status", lambda p: p == b"online")
     finally:
         seen.close()
     argv = {"collector": cmdline(c.proc.pid), "simnode": cmdline(node.proc.pid),

@@ -14,7 +14,7 @@ import re
 import pytest
 
 from helpers import secret_file
-from test_integrity import wait_until as wait
+from rig import wait_until
 
 
 def broker_log(broker):
@@ -27,7 +27,7 @@ def test_a_refused_login_names_the_user_and_the_password_file_once(broker, colle
                                                                      tmp_path):
     wrong = secret_file(tmp_path / "collector.password", "not-the-password")
     c = collectors(broker.url, tmp_path / "data", password_file=wrong)
-    wait("three refused logins at the broker", lambda: len(re.findall(
+    wait_until("three refused logins at the broker", lambda: len(re.findall(
         r"disconnected, not authori[sz]ed", broker_log(broker))) >= 3)
     said = [line for line in c.log().splitlines() if "refused the login" in line]
     assert len(said) == 1, c.log()
@@ -43,12 +43,12 @@ def test_another_client_taking_the_login_is_named_and_a_broker_restart_is_not(
     first.wait_for("listening on")
     second = collectors(broker.url, tmp_path / "two", commit_interval=5)
     taken = "another client logged in as wattlog-collector took this connection"
-    wait("a collector saying its login was taken",
+    wait_until("a collector saying its login was taken",
          lambda: taken in first.log() or taken in second.log())
     second.stop()
     lines = first.log().count("connected to")
     broker.stop()
     broker.start()
-    wait("the first collector back", lambda: first.log().count("connected to") > lines)
-    wait("its word on the restart", lambda: "the broker had restarted" in first.log())
+    wait_until("the first collector back", lambda: first.log().count("connected to") > lines)
+    wait_until("its word on the restart", lambda: "the broker had restarted" in first.log())
     assert first.log().count(taken) == (1 if taken in first.log() else 0)

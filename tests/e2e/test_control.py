@@ -13,9 +13,10 @@ import time
 
 import pytest
 
-from helpers import aligned_past, summary, wattlog
+from helpers import aligned_past, wattlog
+from plugs import start_live, stop_after_info
+from rig import Recorder
 from wattlog.fleet.provision import OPERATOR
-from test_link import Listener
 
 FLOOD_MIN = 200  # garbage commands a flooded plug takes in, at least: one a slot of its run
 
@@ -31,29 +32,12 @@ SENSORS = {"power": ("W", "measurement"), "voltage": ("V", "measurement"),
            "rssi": ("dBm", "measurement")}
 
 
-def start_live(simnodes, broker, node_id, *extra):
-    return simnodes(broker.port, node_id, "--profile", "constant:500", "--speed", "max",
-                    "--start", aligned_past(60), "--then-realtime", *extra)
-
-
-def stop_after_info(node, client, log, node_id):
-    """The plug's summary once it has handled everything the test's client sent it before: an
-    info command, sent last, is answered only after them (one client's messages reach the
-    plug in order); then SIGTERM, a clean stop."""
-    client.publish("wattlog/%s/cmd" % node_id, json.dumps({"cmd": "info"}),
-                   qos=1).wait_for_publish(5)
-    log.wait("wattlog/%s/log" % node_id, lambda p: p.startswith(b"info "))
-    node.stop()
-    assert node.proc.returncode == 0, node.output
-    return summary(node.output)
-
-
 def test_home_assistant_discovery_is_complete_and_resent(broker, simnodes):
-    ha = Listener(broker, "homeassistant/device/#")
-    state = Listener(broker, "wattlog/ha-1/state")
+    ha = Recorder(broker, "homeassistant/device/#")
+    state = Recorder(broker, "wattlog/ha-1/state")
     try:
         start_live(simnodes, broker, "ha-1", "--rssi", "-71")
-        payload, _ = ha.wait("homeassistant/device/ha-1/config")
+        payload, _ = ha.next("homeassistant/device/ha-1/config")
         d = json.loads(payload)
         assert DEVICE_KEYS <= set(d) and DEV_KEYS <= set(d["dev"]) and d["o"]["name"]
         assert d["availability_topic"] == "wattlog/ha-1/status"
@@ -68,17 +52,17 @@ def test_home_assistant_discovery_is_complete_and_resent(broker, simnodes):
         # the Wi-Fi signal: a diagnostic entity, read from the state as the others are
         assert (d["cmps"]["rssi"]["device_class"], d["cmps"]["rssi"]["entity_category"]) == (
             "signal_strength", "diagnostic")
-        assert json.loads(state.wait("wattlog/ha-1/state")[0])["rssi"] == -71
+        assert json.loads(state.next("wattlog/ha-1/state")[0])["rssi"] == -71
         ids = [c["unique_id"] for c in d["cmps"].values()]
         assert len(set(ids)) == len(ids)
         # namespaced: no collision with another MQTT device called ha-1 (issue 10 item 6)
         assert d["dev"]["identifiers"] == ["wattlog_ha-1"]
         assert sorted(ids) == sorted("wattlog_ha-1_" + cid for cid in d["cmps"])
-        late = Listener(broker, "homeassistant/device/ha-1/config")
-        assert late.wait("homeassistant/device/ha-1/config")[1] is True  # retained
+        late = Recorder(broker, "homeassistant/device/ha-1/config")
+        assert late.next("homeassistant/device/ha-1/config")[1] is True  # retained
         late.close()
         ha.c.publish("homeassistant/status", "online", qos=1)  # HA restarted: announce again
-        ha.wait("homeassistant/device/ha-1/config", timeout_s=10)
+        ha.next("homeassistant/device/ha-1/config", timeout_s=10)
     finally:
         ha.close()
         state.close()
@@ -87,9 +71,9 @@ def test_home_assistant_discovery_is_complete_and_resent(broker, simnodes):
 def test_commands_are_answered_and_bad_ones_change_nothing(broker, simnodes, tmp_path):
     flash = tmp_path / "flash"
     node = start_live(simnodes, broker, "cmd-1", "--flash", flash)
-    log = Listener(broker, "wattlog/cmd-1/#")
+    log = Recorder(broker, "wattlog/cmd-1/#")
     try:
-        log.wait("wattlog/cmd-1/status", lambda p: p == b"online")
+        log.next("wattlog/cmd-1/status", lambda p: p == b"online")
         time.sleep(0.5)
         before = (flash / "config.json").read_text()
         bad = [b"not json", b"[1, 2]", json.dumps({"cmd": "explode"}).encode(),
@@ -101,21 +85,21 @@ def test_commands_are_answered_and_bad_ones_change_nothing(broker, simnodes, tmp
                    b"power_gain = 9 must be a number"]
         for msg, answer in zip(bad, answers):
             log.c.publish("wattlog/cmd-1/cmd", msg, qos=1)
-            got, _ = log.wait("wattlog/cmd-1/log", lambda p, a=answer: a in p)
+            got, _ = log.next("wattlog/cmd-1/log", lambda p, a=answer: a in p)
         assert (flash / "config.json").read_text() == before  # nothing changed
         log.c.publish("wattlog/cmd-1/cmd", json.dumps({"cmd": "info", "id": 7}), qos=1)
-        got, _ = log.wait("wattlog/cmd-1/log", lambda p: p.startswith(b"info "))
+        got, _ = log.next("wattlog/cmd-1/log", lambda p: p.startswith(b"info "))
         info = json.loads(got[5:].rsplit(b" (id", 1)[0])
         assert info["node"] == "cmd-1" and info["interval_s"] == 10 and b"(id 7)" in got
         assert info["capacity"] == 2048 and info["connects"] >= 1  # the 32 KiB RAM ring
         assert (info["spill_capacity"], info["spill_readings"]) == (250 * 252, 0)  # its flash
         assert info["commands"] == len(bad) + 1 and info["bad_commands"] == len(bad)
         log.c.publish("wattlog/cmd-1/cmd", json.dumps({"cmd": "interval", "interval_s": 30}), qos=1)
-        log.wait("wattlog/cmd-1/log", lambda p: b"saved interval_s = 30; rebooting" in p)
-        log.wait("wattlog/cmd-1/status", lambda p: p == b"online", timeout_s=20)  # back up
+        log.next("wattlog/cmd-1/log", lambda p: b"saved interval_s = 30; rebooting" in p)
+        log.next("wattlog/cmd-1/status", lambda p: p == b"online", timeout_s=20)  # back up
         assert json.loads((flash / "config.json").read_text())["interval_s"] == 30
         log.c.publish("wattlog/cmd-1/cmd", json.dumps({"cmd": "info"}), qos=1)
-        got, _ = log.wait("wattlog/cmd-1/log", lambda p: p.startswith(b"info "), timeout_s=20)
+        got, _ = log.next("wattlog/cmd-1/log", lambda p: p.startswith(b"info "), timeout_s=20)
         assert json.loads(got[5:])["interval_s"] == 30
     finally:
         log.close()
@@ -126,7 +110,7 @@ def test_commands_are_answered_and_bad_ones_change_nothing(broker, simnodes, tmp
 def test_wattlog_plug_switches_and_reads_a_plug(broker, simnodes):
     start_live(simnodes, broker, "cli-1")
     """As the README says: the operator's user, its password from provision's file."""
-    Listener(broker, "wattlog/cli-1/state").wait("wattlog/cli-1/state")
+    Recorder(broker, "wattlog/cli-1/state").next("wattlog/cli-1/state")
     login = ["--broker", "mqtt://%s@127.0.0.1:%d" % (OPERATOR, broker.port),
              "--password-file", broker.password_file(OPERATOR)]
     out = wattlog("plug", "off", "cli-1", *login)
@@ -145,29 +129,21 @@ def test_forged_and_malformed_acks_free_nothing(broker, simnodes):
     the refusals above ran against code that does free (with only wrong boots, a node that
     never freed anything would pass too). A test user publishes them: it may publish anything."""
     from wattnode import wire
-    first = {}
-    spy = broker.client("forger")
-    spy.on_message = lambda c, u, m: first.setdefault("hdr", wire.decode_header(m.payload))
-    spy.connect("127.0.0.1", broker.port)
-    spy.subscribe("wattlog/forge/readings", qos=1)
-    spy.loop_start()
-    log = Listener(broker, "wattlog/forge/log")
+    spy = Recorder(broker, "wattlog/forge/readings", name="forger")
+    log = Recorder(broker, "wattlog/forge/log")
     node = simnodes(broker.port, "forge", "--profile", "constant:500", "--speed", "max",
                     "--start", aligned_past(1800), "--then-realtime", "--batch-max", 8)
     try:
-        deadline = time.monotonic() + 30
-        while "hdr" not in first and time.monotonic() < deadline:
-            time.sleep(0.05)
-        count, _, boot, seq, _, _ = first["hdr"]
+        spy.wait(lambda: spy.seen, "the plug's first batch", 30)
+        count, _, boot, seq, _, _ = wire.decode_header(spy.seen[0][1])
         for payload in (b"\xff\xfe", b"[]", b'{"boot": "x", "seq": 1}',
                         json.dumps({"boot": (boot + 1) % 2 ** 32, "seq": seq + count})):
-            spy.publish("wattlog/forge/ack", payload, qos=1).wait_for_publish(5)
-        log.wait("wattlog/forge/log", lambda p: b"is not what the collector sends" in p)
-        spy.publish("wattlog/forge/ack", json.dumps({"boot": boot, "seq": seq + count}),
-                    qos=1).wait_for_publish(5)
+            spy.publish("wattlog/forge/ack", payload)
+        log.next("wattlog/forge/log", lambda p: b"is not what the collector sends" in p)
+        spy.publish("wattlog/forge/ack", json.dumps({"boot": boot, "seq": seq + count}))
         s = stop_after_info(node, spy, log, "forge")
     finally:
-        spy.loop_stop()
+        spy.close()
         log.close()
     assert s["bad_acks"] == 3 and s["acks"] == 1  # the other boot's ack: ignored, not bad
     assert s["unacked"] == s["produced"] - (seq + count)  # only what the good ack covered
@@ -177,25 +153,18 @@ def test_forged_ack_for_the_right_boot_but_past_what_was_sent(broker, simnodes):
     """The boot id is random; a forger who read it from a batch still cannot free readings
     the node has not sent: a seq past them is refused."""
     from wattnode import wire
-    seen = {}
-    spy = broker.client("spy")
-    spy.on_message = lambda c, u, m: seen.setdefault("hdr", wire.decode_header(m.payload))
-    spy.connect("127.0.0.1", broker.port)
-    spy.subscribe("wattlog/forge2/readings", qos=1)
-    spy.loop_start()
-    log = Listener(broker, "wattlog/forge2/log")
+    spy = Recorder(broker, "wattlog/forge2/readings", name="spy")
+    log = Recorder(broker, "wattlog/forge2/log")
     node = simnodes(broker.port, "forge2", "--profile", "constant:500", "--speed", "max",
                     "--start", aligned_past(1800), "--then-realtime", "--batch-max", 8)
-    deadline = time.monotonic() + 20
-    while "hdr" not in seen and time.monotonic() < deadline:
-        time.sleep(0.05)
-    boot = seen["hdr"][2]
-    spy.publish("wattlog/forge2/ack", json.dumps({"boot": boot, "seq": 10 ** 6}), qos=1)
-    spy.publish("wattlog/forge2/ack", json.dumps({"boot": boot, "seq": 0, "resend": 10 ** 6}), qos=1)
     try:
+        spy.wait(lambda: spy.seen, "the plug's first batch", 20)
+        boot = wire.decode_header(spy.seen[0][1])[2]
+        spy.publish("wattlog/forge2/ack", json.dumps({"boot": boot, "seq": 10 ** 6}))
+        spy.publish("wattlog/forge2/ack", json.dumps({"boot": boot, "seq": 0, "resend": 10 ** 6}))
         s = stop_after_info(node, spy, log, "forge2")
     finally:
-        spy.loop_stop()
+        spy.close()
         log.close()
     assert s["bad_acks"] == 2 and s["unacked"] == s["produced"], s
 
@@ -211,17 +180,15 @@ def test_a_command_flood_does_not_starve_sampling(broker, collectors, simnodes, 
     c.wait_for("listening on")
     node = simnodes(broker.port, "flood", "--profile", "constant:500", "--speed", "max",
                     "--start", aligned_past(2000))
-    flooder = broker.client("flooder")
-    flooder.connect("127.0.0.1", broker.port)
-    flooder.loop_start()
+    flooder = Recorder(broker, name="flooder")
     stop = threading.Event()
 
     sent = [0]
 
     def flood():
         while not stop.is_set():
-            flooder.publish("wattlog/flood/cmd", b"garbage %d" % sent[0])
-            flooder.publish("wattlog/flood/relay/set", b"MAYBE")
+            flooder.c.publish("wattlog/flood/cmd", b"garbage %d" % sent[0])  # QoS 0, unawaited
+            flooder.c.publish("wattlog/flood/relay/set", b"MAYBE")
             sent[0] += 2
             if sent[0] % 100 == 0:
                 time.sleep(0.01)
@@ -232,7 +199,7 @@ def test_a_command_flood_does_not_starve_sampling(broker, collectors, simnodes, 
     finally:
         stop.set()
         t.join()
-        flooder.loop_stop()
+        flooder.close()
     assert c.stop() == 0
     rows = wattlog("export", "--fill", "--data", data, "--feed", "flood/power").splitlines()
     assert s["produced"] >= 199 and len(rows) - 1 == s["produced"]
@@ -256,22 +223,20 @@ def test_the_acl_refuses_anonymous_and_cross_node_access(broker, simnodes):
 
     start_live(simnodes, broker, "victim", "--interval", 1)  # live, a state every second
     broker.node_args("mallory")
-    watch = Listener(broker, "wattlog/#")
-    mallory = broker.client("mallory", user="mallory")
-    mallory.connect("127.0.0.1", broker.port)
-    mallory.loop_start()
+    watch = Recorder(broker, "wattlog/#")
+    mallory = Recorder(broker, name="mallory", user="mallory")
     try:
-        watch.wait("wattlog/victim/state", lambda p: json.loads(p)["relay"] == "ON")
-        mallory.publish("wattlog/victim/readings", b"\x02\x10forged", qos=1).wait_for_publish(5)
-        mallory.publish("wattlog/victim/relay/set", b"OFF", qos=1).wait_for_publish(5)
-        mallory.publish("wattlog/mallory/readings", b"own topic", qos=1).wait_for_publish(5)
-        watch.wait("wattlog/mallory/readings")  # its own topic passes: the ACL is what stops it
+        watch.next("wattlog/victim/state", lambda p: json.loads(p)["relay"] == "ON")
+        mallory.publish("wattlog/victim/readings", b"\x02\x10forged")
+        mallory.publish("wattlog/victim/relay/set", b"OFF")
+        mallory.publish("wattlog/mallory/readings", b"own topic")
+        watch.next("wattlog/mallory/readings")  # its own topic passes: the ACL is what stops it
         seen = []
         deadline = time.monotonic() + 15
         while not [m for m in seen if m[0] == "wattlog/victim/state"]:  # one after the switch
             assert time.monotonic() < deadline, seen
             try:
-                seen.append(watch.q.get(timeout=0.2))
+                seen.append(watch.get(0.2))
             except queue.Empty:
                 pass
         assert not [m for m in seen if m[0] == "wattlog/victim/readings" and b"forged" in m[1]]
@@ -279,7 +244,7 @@ def test_the_acl_refuses_anonymous_and_cross_node_access(broker, simnodes):
         state = [json.loads(m[1]) for m in seen if m[0] == "wattlog/victim/state"]
         assert state and all(s["relay"] == "ON" for s in state)
     finally:
-        mallory.loop_stop()
+        mallory.close()
         watch.close()
 
 

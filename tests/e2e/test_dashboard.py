@@ -1,190 +1,58 @@
-"""test_dashboard.py - the dashboard (host/wattlog/serve/web) in a real headless Chromium: Debian's
-`chromium`, driven by Playwright for Python pointed at that browser (executable_path; nothing
-downloads a browser build). Against a real mosquitto, the real collector with its HTTP side
-and simulated plugs running the real firmware: the seed's washer, fridge and heat pump, each
-backfilling the last day as fast as it goes and then running in real time, plus a plug with a
-two-hour hole in its data.
+"""test_dashboard.py - the dashboard (host/wattlog/serve/web) in a real headless Chromium over
+live plugs (dashrig.py): a real mosquitto, the real collector with its HTTP side and simulated
+plugs running the real firmware (the seed's washer, fridge and heat pump, each backfilling the
+last day as fast as it goes and then running in real time, plus a plug with a two-hour hole in
+its data). The views that need data no simulated plug could make in seconds (a week around a
+DST change with a tariff, 20 plugs, a run, a broker or InfluxDB taken away) are
+test_dashboard_written.py.
 
-One rig (broker, collector, plugs, browser) serves the whole module; each test opens its own
-page, ends on what it waits for (bounded), and fails on any console error it did not expect.
-Two tests need data no simulated plug could make in seconds: a week around a DST change with
-a day/night tariff, and 20 plugs. Each starts its own broker and collector (WrittenRig) over
-readings written with commit.py's Committer, as the collector writes them, and uses the
-module's browser. Screenshots of each view at desktop and phone width go to build/dashboard/.
+One rig (broker, collector, plugs, browser) serves the module; each test opens its own page,
+ends on what it waits for (bounded), and fails on any console error it did not expect.
+Screenshots of each view at desktop and phone width go to build/dashboard/.
 
-Why Playwright rather than raw DevTools Protocol: its waits (selectors, functions) and event
-hooks (console, requests) are the test's whole vocabulary; raw CDP would need a page of
-plumbing for each. `page.evaluate` runs through DevTools, so the page's strict
-Content-Security-Policy stays on for everything the page itself does.
+The collector stores into PHPFina files, as a Pi does; the tests marked both_stores run again
+on a second rig whose collector stores into PostgreSQL (the cluster's store, store/postgres.py;
+a private server, tools/lib/pgserver.py): the History view's drawing, the live overview and
+its reconnection, and the energy view against `wattlog energy`.
 """
 
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
 import time
 
 import pytest
 
-from broker import Broker, free_port
-from influxd import Influxd
-import test_api
-from helpers import REPO, SimNode, aligned_past, secret_file
-from wattlog.fleet.provision import COLLECTOR, OPERATOR
+from dashrig import (CHROMIUM, DAY_S, DESKTOP, GAPPY, MARKS, PHONE, PLUGS, TOKEN, WEAK_RSSI, Page,
+                     Rig, cli)
+from helpers import pg_server
+from rig import Recorder
 
-playwright = pytest.importorskip("playwright.sync_api")
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-pytestmark = [pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                                 reason="Debian's chromium is not installed: run tools/setup"),
-              pytest.mark.xdist_group("dashboard")]  # one rig, given --dist loadgroup
-
-TOKEN = "t0ken-for-the-dashboard-test-42"
-PLUGS = ("washer", "fridge", "heatpump")
-GAPPY = "gappy"
-WEAK_RSSI = -85          # the fridge's Wi-Fi signal (dBm); the others report the default, -60
-DAY_S = 86400
-SHOTS = REPO / "build" / "dashboard"
-DESKTOP = {"width": 1280, "height": 900}
-PHONE = {"width": 390, "height": 844}
+pytestmark = MARKS
+STORES = ("files", "postgresql")
 
 
-class Rig:
-    def __init__(self, work):
-        try:
-            self._build(work)
-        except BaseException:  # a part that never came up: stop the parts that did
-            self.close()
-            raise
-
-    def _build(self, work):
-        self.work = work
-        self.broker = Broker(str(work / "mosquitto")).start()
-        self.data = work / "data"
-        self.token_file = secret_file(work / "http.token", TOKEN)
-        self.port = free_port()
-        self.url = "http://127.0.0.1:%d/" % self.port
-        self.proc = None
-        self.start_collector()
-        self.start = aligned_past(DAY_S)
-        self.plugs = [SimNode(self.broker.port, name, "--profile", name, "--speed", "max",
-                              "--start", self.start, "--then-realtime",
-                              *(("--rssi", str(WEAK_RSSI)) if name == "fridge" else ()),
-                              *self.broker.node_args(name)) for name in PLUGS]
-        # the gappy plug: 20 minutes from 3 h ago, then nothing until 1 h ago, then live
-        self.gap_from = aligned_past(3 * 3600)
-        self.gap_until = aligned_past(3600)
-        first = SimNode(self.broker.port, GAPPY, "--profile", "constant:300", "--speed", "60",
-                        "--start", self.gap_from, *self.broker.node_args(GAPPY))
-        self.wait_for("the gappy plug's first stretch", lambda: self.feed_last(GAPPY, "power")
-                      >= self.gap_from + 1200, timeout_s=60)
-        first.stop()
-        self.plugs.append(SimNode(self.broker.port, GAPPY, "--profile", "constant:300",
-                                  "--speed", "max", "--start", self.gap_until, "--then-realtime",
-                                  *self.broker.node_args(GAPPY)))
-        self.pw = playwright.sync_playwright().start()
-        self.browser = self.pw.chromium.launch(executable_path=CHROMIUM,
-                                               args=["--no-sandbox", "--disable-gpu"])
-
-    def start_collector(self):
-        self.log_path = self.work / "collector.log"
-        self._log = open(self.log_path, "a")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "wattlog.cli", "collect", "--broker", self.broker.url,
-             "--password-file", self.broker.password_file(COLLECTOR), "--data", str(self.data),
-             "--commit-interval", "10", "--status-interval", "2",
-             "--listen", "127.0.0.1:%d" % self.port, "--http-token-file", str(self.token_file),
-             "--operator-password-file", self.broker.password_file(OPERATOR)],
-            stdout=self._log, stderr=subprocess.STDOUT, cwd=str(REPO))
-        self.wait_for("the collector's HTTP side", lambda: self.call("/api") is not None)
-
-    def stop_collector(self):
-        self.proc.terminate()
-        self.proc.wait(30)
-        self._log.close()
-
-    def call(self, path):
-        import urllib.error
-        import urllib.request
-        req = urllib.request.Request(self.url.rstrip("/") + path,
-                                     headers={"Authorization": "Bearer " + TOKEN})
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                return json.loads(r.read())
-        except (urllib.error.URLError, OSError):
-            return None
-
-    def feed_last(self, node, channel):
-        feeds = self.call("/api/feeds") or {"feeds": []}
-        return max([f.get("last_time") or 0 for f in feeds["feeds"]
-                    if f["node"] == node and f["channel"] == channel] or [0])
-
-    wait_for = test_api.Rig.wait_for  # until check() is truthy, the collector still running
-
-    def caught_up(self):
-        """Every plug's readings reach the present."""
-        self.wait_for("the plugs caught up", lambda: all(
-            self.feed_last(n, "power") >= time.time() - 40 for n in PLUGS + (GAPPY,)), 180)
-
-    def close(self):
-        for attr in ("browser", "pw"):
-            obj = getattr(self, attr, None)
-            if obj is not None:
-                obj.close() if attr == "browser" else obj.stop()
-        for p in getattr(self, "plugs", []):
-            p.stop()
-        if getattr(self, "proc", None) is not None and self.proc.poll() is None:
-            self.stop_collector()
-        if getattr(self, "broker", None) is not None:
-            self.broker.stop()
+def pytest_generate_tests(metafunc):
+    """Every test runs on the rig storing into the files; those marked both_stores on the
+    PostgreSQL one too (the module's tests are grouped by rig: one of each at a time)."""
+    if "rig" in metafunc.fixturenames:
+        both = metafunc.definition.get_closest_marker("both_stores") is not None
+        metafunc.parametrize("rig", STORES if both else STORES[:1], indirect=True,
+                             scope="module")
 
 
 @pytest.fixture(scope="module")
-def rig(tmp_path_factory):
+def rig(request, tmp_path_factory):
+    pg = pg_server() if request.param == "postgresql" else None
     r = None
     try:
-        r = Rig(tmp_path_factory.mktemp("dashboard"))
+        r = Rig(tmp_path_factory.mktemp("dashboard-" + request.param), store=pg)
         r.caught_up()
         yield r
     finally:
         if r is not None:
             r.close()
-
-
-class Page:
-    """A browser page on the dashboard with its console errors and requests recorded."""
-
-    def __init__(self, rig, viewport=DESKTOP, has_touch=False, browser=None):
-        self.context = (browser or rig.browser).new_context(viewport=viewport,
-                                                            has_touch=has_touch)
-        self.page = self.context.new_page()
-        self.errors = []
-        self.requests = []
-        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        self.page.on("pageerror", lambda e: self.errors.append("uncaught: %s" % e))
-        self.page.on("request", lambda r: self.requests.append((r.method, r.url)))
-        self.url = rig.url
-
-    def open(self, fragment=""):
-        self.page.goto(self.url + fragment)
-        return self.page
-
-    def wait(self, js, arg=None, timeout_s=20.0):
-        """Until the function (JS source) returns something truthy; that value."""
-        return self.page.wait_for_function(js, arg=arg, timeout=timeout_s * 1000).json_value()
-
-    def text(self, selector):
-        return self.page.locator(selector).inner_text()
-
-    def shot(self, name):
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        self.page.screenshot(path=str(SHOTS / (name + ".png")), full_page=True)
-
-    def close(self, allowed=()):
-        self.context.close()
-        unexpected = [e for e in self.errors if not any(re.search(a, e) for a in allowed)]
-        assert not unexpected, unexpected
+        if pg is not None:
+            pg.close()
 
 
 def watts(w):
@@ -205,16 +73,16 @@ CARD_SHOWS = """([node, want]) => {
   return want.includes(v) && v; }"""
 
 
+@pytest.mark.both_stores
 def test_overview_shows_each_plugs_live_power_without_reload(rig):
     """Every plug has a card; each card follows the plug's own states (read here from the
     broker as another client) within two 10 s slots, with no reload; no console errors."""
-    seen = {}
-    watch = rig.broker.client("dashboard-watch")
-    watch.on_message = lambda c, u, m: seen.setdefault(m.topic.split("/")[1], []).append(
-        (time.monotonic(), json.loads(m.payload)))
-    watch.connect("127.0.0.1", rig.broker.port)
-    watch.subscribe("wattlog/+/state")
-    watch.loop_start()
+    watch = Recorder(rig.broker, "wattlog/+/state", name="dashboard-watch")
+
+    def heard(node):
+        """(arrival, state) of each state the node published."""
+        return [(m.at, json.loads(m[1])) for m in list(watch.seen)
+                if m[0] == "wattlog/%s/state" % node]
     p = Page(rig)
     try:
         page = p.open()
@@ -227,8 +95,8 @@ def test_overview_shows_each_plugs_live_power_without_reload(rig):
         for node in PLUGS:
             # a state the plug publishes after the page loaded: the card shows it within 20 s
             state = rig.wait_for("a new state from " + node, lambda: next(
-                (s for t, s in seen.get(node, []) if t > loaded), None), 30)
-            want = [watts(s["power"]) for t, s in seen[node] if s["time"] >= state["time"]]
+                (s for t, s in heard(node) if t > loaded), None), 30)
+            want = [watts(s["power"]) for t, s in heard(node) if s["time"] >= state["time"]]
             got = p.wait(CARD_SHOWS, arg=[node, want], timeout_s=20)
             assert got in want
         assert not navigations, navigations  # no reload
@@ -246,8 +114,7 @@ def test_overview_shows_each_plugs_live_power_without_reload(rig):
         assert sum(int(x) for x in re.findall(r"\d+", background)[:3]) < 150, background
         p.shot("overview-phone-dark")
     finally:
-        watch.loop_stop()
-        watch.disconnect()
+        watch.close()
         p.close()
 
 
@@ -287,6 +154,7 @@ def colour_columns(p, colour):
     }""", colour)
 
 
+@pytest.mark.both_stores
 def test_history_draws_zooms_finer_and_leaves_gaps(rig):
     """The chart draws the plug's data (the pixels of its colour across the day), a zoom from
     a day to ten minutes asks the API for a finer series and draws it, and the gappy plug's
@@ -388,13 +256,11 @@ def test_history_on_a_phone_pinches_and_swipes(rig):
 
 
 def cli_energy(rig, start, end):
-    out = subprocess.run([sys.executable, "-m", "wattlog.cli", "energy", "--data", str(rig.data),
-                          "--by", "day", "--from", str(start), "--to", str(end)],
-                         capture_output=True, text=True, cwd=str(REPO), timeout=60)
-    assert out.returncode == 0, out.stderr
-    return [line.split() for line in out.stdout.splitlines()]
+    """`wattlog energy --by day` over what the rig's collector stores."""
+    return cli("energy", *rig.read_args(), "--by", "day", "--from", start, "--to", end)
 
 
+@pytest.mark.both_stores
 def test_energy_view_equals_wattlog_energy(rig):
     """The energy view's table is the API's cells for the same days (the page draws what the
     API answers, it formats nothing), `wattlog energy` prints the same (the days before today:
@@ -514,14 +380,10 @@ def test_markup_from_the_api_is_shown_as_text_and_errors_as_sentences(rig):
     could) and an API error quoting a request are shown as text, never run; an error is a
     sentence in the page, not a blank chart."""
     evil = '<img src=x onerror="window.pwned=1">'
-    client = rig.broker.client("dashboard-evil")
-    client.connect("127.0.0.1", rig.broker.port)
-    client.loop_start()
-    client.publish("wattlog/evil-1/log", "boot " + evil, qos=1).wait_for_publish(10)
-    client.publish("homeassistant/device/evil-1/config",
-                   json.dumps({"dev": {"sw_version": evil[:32]}}), qos=1).wait_for_publish(10)
-    client.loop_stop()
-    client.disconnect()
+    with Recorder(rig.broker, name="dashboard-evil") as client:
+        client.publish("wattlog/evil-1/log", "boot " + evil)
+        client.publish("homeassistant/device/evil-1/config",
+                       json.dumps({"dev": {"sw_version": evil[:32]}}))
     rig.wait_for("the log line", lambda: (rig.call("/api/plugs/evil-1") or {}).get("log"))
     p = Page(rig)
     try:
@@ -541,6 +403,7 @@ def test_markup_from_the_api_is_shown_as_text_and_errors_as_sentences(rig):
         p.close(allowed=[r"status of 400"])
 
 
+@pytest.mark.both_stores
 def test_live_stream_reconnects_after_a_collector_restart(rig):
     """The collector restarts (SIGTERM, then started again on the same port): the page says
     it is reconnecting, then follows the plugs again by itself, without a reload."""
@@ -679,424 +542,6 @@ def test_plugs_whose_buckets_start_at_different_times_draw_whole_lines(rig):
         p.close()
 
 
-ZONE = "Europe/Berlin"
-TARIFF_TOML = ('[tariff]\ncurrency = "EUR"\nday_price = 0.32\nnight_price = 0.22\n'
-               'night_start = "22:00"\nnight_end = "06:00"\n')
-TARIFF_ARG = "day=0.32,night=0.22,night_hours=22-06"   # the same, as wattlog energy takes it
-TARIFF_PLUGS = ("kettle", "lamp")
-
-
-def local_midnight(t, zone):
-    import datetime
-    d = datetime.datetime.fromtimestamp(t, zone)
-    return int(d.replace(hour=0, minute=0, second=0, microsecond=0).timestamp())
-
-
-def last_dst_day(zone, now):
-    """The local midnight starting the latest day not 24 h long, at least five days ago (so
-    the week around it ends before yesterday)."""
-    import datetime
-    day = datetime.datetime.fromtimestamp(now, zone).date() - datetime.timedelta(days=4)
-    while True:
-        day -= datetime.timedelta(days=1)
-        a = int(datetime.datetime.combine(day, datetime.time(), zone).timestamp())
-        b = int(datetime.datetime.combine(day + datetime.timedelta(days=1), datetime.time(),
-                                          zone).timestamp())
-        if b - a != DAY_S:
-            return a
-
-
-class WrittenRig:
-    """A collector (its config file: `config`) over a data directory holding plugs' readings
-    written with commit.py's Committer, as the collector writes them (a plug simulated this
-    far back, or twenty of them, would take minutes): power_w(node, times) at the 10 s slots
-    `times`, and an energy counter that sums it; each plug's retained status and state
-    published as a plug does, so the collector knows them as plugs."""
-
-    def __init__(self, work, nodes, times, power_w, config=""):
-        import numpy as np
-        from wattlog.store.commit import Committer
-        from wattlog.complaints import Complaints
-        self.now = int(time.time()) // 10 * 10
-        self.data = work / "data"
-        committer = Committer(str(self.data), Complaints())
-        try:
-            for node in nodes:
-                power = power_w(node, times)
-                energy = 3.0 + np.cumsum(power * 10 / 3.6e6)
-                committer.commit({(node, "power"): (times, power),
-                                  (node, "energy"): (times, energy)}, {node: 10}, {})
-        finally:
-            committer.close()
-        self.broker = self.proc = None
-        try:
-            self.broker = Broker(str(work / "mosquitto")).start()
-            c = self.broker.client("dashboard-written")
-            c.connect("127.0.0.1", self.broker.port)
-            c.loop_start()
-            for k, node in enumerate(nodes):
-                c.publish("wattlog/%s/status" % node, "online", qos=1,
-                          retain=True).wait_for_publish(10)
-                c.publish("wattlog/%s/state" % node, json.dumps(
-                    {"time": self.now - 10, "power": 2.0 + k, "voltage": 230.0, "current": 0.01,
-                     "energy": 3.0, "relay": "ON"}), qos=1, retain=True).wait_for_publish(10)
-            c.loop_stop()
-            c.disconnect()
-            path = work / "wattlog.toml"
-            path.write_text(config)
-            self.port = free_port()
-            self.url = "http://127.0.0.1:%d/" % self.port
-            self.log_path = work / "collector.log"
-            with open(self.log_path, "w") as log:
-                self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "wattlog.cli", "collect", "--config", str(path),
-                     "--broker", self.broker.url, "--data", str(self.data),
-                     "--password-file", self.broker.password_file(COLLECTOR),
-                     "--listen", "127.0.0.1:%d" % self.port],
-                    stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO))
-            self.wait_for("every plug listed", lambda: len(
-                (self.call("/api/plugs") or {}).get("plugs", [])) >= len(nodes))
-        except BaseException:
-            self.close()
-            raise
-
-    call = Rig.call
-    wait_for = Rig.wait_for
-
-    def close(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(30)
-        if self.broker is not None:
-            self.broker.stop()
-
-
-class TariffRig(WrittenRig):
-    """WrittenRig with a day/night [tariff] and timezone Europe/Berlin: a kettle and a lamp,
-    read for a week around the zone's latest DST change and for yesterday and today."""
-
-    def __init__(self, work):
-        import zoneinfo
-        import numpy as np
-        self.zone = zoneinfo.ZoneInfo(ZONE)
-        now = int(time.time()) // 10 * 10
-        self.dst = last_dst_day(self.zone, now)
-        self.today = local_midnight(now, self.zone)
-        self.week = (self.dst - 3 * DAY_S, self.dst + 4 * DAY_S)
-        times = np.union1d(np.arange(self.week[0], self.week[1], 10),
-                           np.arange(self.today - DAY_S, now, 10)).astype(np.int64)
-
-        def power_w(node, t):
-            if node == "kettle":  # 2 kW for 3 minutes every 2 hours, 2 W otherwise
-                return np.where(t % 7200 < 180, 2000.0, 2.0)
-            hour = t % DAY_S // 3600  # the lamp: 60 W from 17:00 to 01:00 UTC, 4 W by day
-            return np.where((hour >= 17) | (hour < 1), 60.0, 4.0)
-        super().__init__(work, TARIFF_PLUGS, times, power_w,
-                         'timezone = "%s"\n%s' % (ZONE, TARIFF_TOML))
-
-    def energy(self, by, start, end):
-        """`wattlog energy` with the same tariff and zone: each line's words."""
-        out = subprocess.run(
-            [sys.executable, "-m", "wattlog.cli", "energy", "--data", str(self.data), "--by", by,
-             "--timezone", ZONE, "--tariff", TARIFF_ARG, "--from", str(start), "--to", str(end)],
-            capture_output=True, text=True, cwd=str(REPO), timeout=60)
-        assert out.returncode == 0, out.stderr
-        return [line.split() for line in out.stdout.splitlines()]
-
-
-def energy_page_rows(p):
-    """The energy table's body and foot rows, each as the words its cells hold."""
-    return p.page.evaluate("""() => [...document.querySelectorAll(
-        '#energy-table tbody tr, #energy-table tfoot tr')].map((tr) => [...tr.children]
-        .map((c) => c.textContent.replace(/–/g, '-')).join(' ').split(/\\s+/))""")
-
-
-def test_energy_cost_with_a_tariff_weeks_months_and_dst(rig, tmp_path):
-    """With a day/night tariff and the collector in Europe/Berlin: the energy view's kWh and
-    cost per day equal `wattlog energy`'s for the week around the latest DST change (its
-    23 or 25 h day labelled so); per week and per month the view equals `wattlog energy`
-    too, and each week's and month's kWh is the sum of its days (the test's own sum of the
-    day figures); each overview card's today and this month (kWh and cost) are `wattlog
-    energy`'s. The week and month buttons switch the grouping."""
-    t = TariffRig(tmp_path)
-    p = Page(rig)
-    p.url = t.url
-    try:
-        start, end = t.week
-        p.open("#energy?by=day&start=%d&end=%d" % (start, end))
-        p.wait("() => document.querySelectorAll('#energy-table tbody tr').length === 7")
-        cli_days = t.energy("day", start, end)
-        assert energy_page_rows(p) == cli_days[1:-1]  # the days and the total, cost included
-        head = p.page.evaluate("() => [...document.querySelectorAll('#energy-table thead th')]"
-                               ".map((c) => c.textContent)")
-        assert head == t.call("/api/energy?by=day&start=%d&end=%d" % (start, end))["cells"][
-            "head"]  # the API's words for the columns, not the page's own
-        assert any("(%dh)" % h in " ".join(r) for r in cli_days for h in (23, 25)), cli_days
-        assert "0.22 EUR/kWh at night (22:00 to 06:00)" in p.text("#energy-note")
-        p.shot("energy-tariff-desktop")
-        for by in ("week", "month"):
-            p.open("#energy?by=%s&start=%d&end=%d" % (by, start, end))
-            p.wait("(by) => document.querySelector('[data-by=' + by + ']')"
-                   ".getAttribute('aria-pressed') === 'true' && "
-                   "document.querySelectorAll('#energy-table tfoot tr').length === 1 && "
-                   "window.wattlog.energy && window.wattlog.energy.by === by", arg=by)
-            assert energy_page_rows(p) == t.energy(by, start, end)[1:-1], by
-            table = t.call("/api/energy?by=%s&start=%d&end=%d" % (by, start, end))
-            for k, period in enumerate(table["periods"]):
-                days = t.call("/api/energy?by=day&start=%d&end=%d" % (period["start"],
-                                                                     period["end"]))
-                assert days["periods"][0]["start"] == period["start"]
-                assert days["periods"][-1]["end"] == period["end"]
-                for plug, daily in zip(table["plugs"], days["plugs"]):
-                    summed = sum(x for x in daily["kwh"] if x is not None)
-                    assert abs(plug["kwh"][k] - summed) < 1e-6 * len(daily["kwh"]) + 1e-9, (
-                        by, period["label"], plug["node"], plug["kwh"][k], summed)
-        p.page.click("[data-by=day]")  # the buttons: the default range, per day
-        p.wait("() => document.querySelector('[data-by=day]').getAttribute('aria-pressed') "
-               "=== 'true' && window.wattlog.energy.by === 'day'")
-        p.page.click("[data-by=week]")
-        p.wait("() => window.wattlog.energy.by === 'week' && "
-               "document.querySelectorAll('#bars .col').length >= 1")
-
-        p.open()
-        today = t.energy("day", t.today, t.now + 10)[-3]  # the last day: today
-        month = t.energy("month", t.today, t.now + 10)[-3]
-        n = len(TARIFF_PLUGS)
-        for k, node in enumerate(TARIFF_PLUGS):  # a plug's kWh and cost, counted from the end
-            kwh_at, cost_at = -2 - 2 * (n - k), -1 - 2 * (n - k)
-            shown = p.wait("(n) => { const c = [...document.querySelectorAll('.card[data-node]')]"
-                           ".find((c) => c.dataset.node === n); return c && /EUR/.test("
-                           "c.querySelector('[data-field=today]').textContent) && "
-                           "[c.querySelector('[data-field=today]').textContent, "
-                           "c.querySelector('[data-field=month]').textContent]; }", arg=node)
-            assert shown[0] == "%s kWh · %s EUR" % (today[kwh_at], today[cost_at]), shown
-            assert shown[1] == "%s kWh · %s EUR" % (month[kwh_at], month[cost_at]), shown
-        total = p.text(".card.total [data-field=today]")
-        assert total == "%s kWh · %s EUR" % (today[-2], today[-1]), total
-        p.shot("overview-tariff-desktop")
-    finally:
-        p.close()
-        t.close()
-
-
-TWENTY = ["kitchen-dishwasher-under-sink-%02d" % k if k % 4 == 0 else "plug-%02d" % k
-          for k in range(20)]  # every fourth name as long as a node id may be (32)
-
-
-def delta_e(a, b):
-    """CIE76 colour difference of two sRGB colours (0-255 each): 2.3 is just noticeable;
-    under ~10 two lines in a chart are easily taken for each other."""
-    def lab(rgb):
-        lin = [c / 255 / 12.92 if c / 255 <= 0.04045 else ((c / 255 + 0.055) / 1.055) ** 2.4
-               for c in rgb]
-        xyz = [sum(m * c for m, c in zip(row, lin)) / w for row, w in zip(
-            ((0.4124, 0.3576, 0.1805), (0.2126, 0.7152, 0.0722), (0.0193, 0.1192, 0.9505)),
-            (0.95047, 1.0, 1.08883))]
-        f = [v ** (1 / 3) if v > 216 / 24389 else (24389 / 27 * v + 16) / 116 for v in xyz]
-        return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
-    return sum((x - y) ** 2 for x, y in zip(lab(a), lab(b))) ** 0.5
-
-
-NO_OVERFLOW = """() => {
-  const doc = document.documentElement, cards = document.querySelector('#cards');
-  const wide = [...document.querySelectorAll('main *')].filter((e) => e.offsetParent &&
-    e.getBoundingClientRect().right > doc.clientWidth + 1 && !e.closest('.table-wrap'));
-  return { page: doc.scrollWidth - doc.clientWidth, cards: cards.scrollWidth - cards.clientWidth,
-           wide: wide.slice(0, 5).map((e) => e.tagName + '.' + e.className) };
-}"""
-
-
-def test_twenty_plugs_fit_and_stay_usable(rig, tmp_path):
-    """20 plugs (two days each; names up to 32 characters): every card filled, no sideways
-    scrolling on a desktop nor on a phone, several plugs picked in the history's chooser,
-    the energy bars and table list all 20 with 20 different colours, no console errors."""
-    import numpy as np
-    now = int(time.time()) // 10 * 10
-    times = np.arange(now - 2 * DAY_S, now, 10, dtype=np.int64)
-    t = WrittenRig(tmp_path, TWENTY, times, lambda node, ts: np.full(
-        len(ts), 10.0 + 5 * TWENTY.index(node)))
-    p = Page(rig)
-    p.url = t.url
-    try:
-        page = p.open()
-        filled = """() => { const cards = [...document.querySelectorAll('.card[data-node]')]
-          .filter((c) => c.dataset.node);
-          return cards.length === 20 && cards.every((c) =>
-            /W$/.test(c.querySelector('[data-field=power]').textContent) &&
-            /kWh/.test(c.querySelector('[data-field=today]').textContent)); }"""
-        p.wait(filled)
-        for size, name in ((DESKTOP, "desktop"), (PHONE, "phone")):
-            page.set_viewport_size(size)
-            over = page.evaluate(NO_OVERFLOW)
-            assert over["page"] <= 0 and over["cards"] <= 0 and not over["wide"], (name, over)
-            p.shot("overview-20-plugs-" + name)
-        page.set_viewport_size(DESKTOP)
-
-        p.open("#history?feeds=%s&start=%d&end=now" % (TWENTY[0], now - 3600))
-        p.wait("() => window.wattlogDrawn && window.wattlog.chart.series.length === 4")
-        assert page.locator("#history-plugs input").count() == 20
-        asked = len(p.requests)
-        for node in (TWENTY[5], TWENTY[16]):
-            page.locator("#history-plugs input[value='%s']" % node).check()
-        want = [TWENTY[0], TWENTY[5], TWENTY[16]]
-        labels = p.wait("(n) => window.wattlog.chart && window.wattlog.chart.series.length === "
-                        "1 + 3 * n && window.wattlog.chart.series.filter((s, i) => i % 3 === 1)"
-                        ".map((s) => s.label)", arg=len(want))
-        assert sorted(labels) == sorted(want) and "feeds=" in page.url
-        series = [u for m, u in p.requests[asked:] if "/api/series?" in u]
-        assert series and series[-1].count("feed=") == 3, series  # one request, not a plug each
-        page.set_viewport_size(PHONE)
-        p.wait("() => window.wattlog.chart.width < 400")  # the chart follows the width
-        over = page.evaluate(NO_OVERFLOW)
-        assert over["page"] <= 0 and not over["wide"], over
-        p.shot("history-20-plugs-phone")
-        page.set_viewport_size(DESKTOP)
-
-        p.open("#energy?by=day")
-        p.wait("() => document.querySelectorAll('#bars-legend span').length === 20 && "
-               "document.querySelectorAll('#energy-table tbody tr').length >= 2")
-        legend = page.evaluate("""() => [...document.querySelectorAll('#bars-legend span')]
-          .map((s) => [s.textContent, getComputedStyle(s.querySelector('i')).backgroundColor])""")
-        assert sorted(n for n, _ in legend) == sorted(TWENTY)
-        rgb = [tuple(int(x) for x in re.findall(r"\d+", c)[:3]) for _, c in legend]
-        worst = min(delta_e(a, b) for i, a in enumerate(rgb) for b in rgb[i + 1:])
-        assert worst >= 30, ("two plugs' colours are hard to tell apart", worst, legend)
-        segs = page.evaluate("""() => [...document.querySelectorAll('#bars .col')].at(-2)
-          .querySelectorAll('.seg').length""")
-        assert segs == 20  # yesterday's bar: a segment per plug
-        head = page.evaluate("() => [...document.querySelectorAll('#energy-table thead th')]"
-                             ".map((c) => c.textContent)")
-        assert [h for h in head if h.endswith(" kWh") and h != "total kWh"] == \
-            [n + " kWh" for n in sorted(TWENTY)]
-        p.shot("energy-20-plugs-desktop")
-        page.set_viewport_size(PHONE)
-        over = page.evaluate(NO_OVERFLOW)
-        assert over["page"] <= 0 and not over["wide"], over  # the table scrolls in its box
-        p.shot("energy-20-plugs-phone")
-    finally:
-        p.close()
-        t.close()
-
-
-
-CLOCK = r"\d\d:\d\d( [AP]M)?"   # a time of today as the browser's locale writes it
-
-LIVE = """() => { const e = document.querySelector('#live'), css = getComputedStyle(document.documentElement);
-  return { text: e.textContent, live: document.body.dataset.live,
-           dot: getComputedStyle(e, '::before').color,
-           green: css.getPropertyValue('--on').trim(), red: css.getPropertyValue('--bad').trim(),
-           amber: css.getPropertyValue('--warn').trim() }; }"""
-
-
-def rgb(hex_colour):
-    """A CSS #rrggbb as getComputedStyle gives it."""
-    return "rgb(%d, %d, %d)" % tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
-
-
-def link_cell(name):
-    """JS: the Health view's cell saying the collector's link `name` (broker, influx)."""
-    return ("() => { const td = document.querySelector('#collector-table [data-field=%s] td');"
-            " return td && td.textContent; }" % name)
-
-
-def one_plug_rig(tmp_path, config=""):
-    """WrittenRig with one plug and an hour of its readings: a collector of its own, so its
-    broker (and InfluxDB) can be taken away without the module's plugs noticing."""
-    import numpy as np
-    now = int(time.time()) // 10 * 10
-    return WrittenRig(tmp_path, ["plug-a"], np.arange(now - 3600, now, 10, dtype=np.int64),
-                      lambda node, ts: np.full(len(ts), 50.0), config)
-
-
-def test_the_header_says_when_the_broker_is_unreachable(rig, tmp_path):
-    """The real mosquitto stops under a running collector and an open page: the header says
-    in words that the broker is unreachable and since when, its dot turns from green to red,
-    and the Health view says what the collector's tries meet; nothing scrolls sideways on a
-    phone for the longer words. The broker starts again: by itself, the header says live,
-    green, and Health says connected. /api/health says the same."""
-    t = one_plug_rig(tmp_path)
-    p = Page(rig)
-    p.url = t.url
-    address = "127.0.0.1:%d" % t.broker.port
-    try:
-        p.open("#health")
-        p.wait("() => document.body.dataset.live === '1'")
-        cell = p.wait(link_cell("broker"))
-        assert cell.startswith("connected to %s since " % address), cell
-        live = p.page.evaluate(LIVE)
-        assert live["text"] == "live" and live["dot"] == rgb(live["green"]), live
-
-        t.broker.stop()
-        p.wait("() => document.body.dataset.live === '0'")
-        live = p.page.evaluate(LIVE)
-        assert re.fullmatch(r"broker unreachable since %s" % CLOCK, live["text"]), live
-        assert live["dot"] == rgb(live["red"]) != rgb(live["green"]), live
-        cell = p.wait("() => { const td = document.querySelector("
-                      "'#collector-table [data-field=broker] td');"
-                      " return td && /Connection refused/.test(td.textContent) && td.textContent; }")
-        assert re.fullmatch(r"unreachable since %s: cannot reach it \(Connection refused\)"
-                            % CLOCK, cell), cell
-        assert t.call("/api/health")["broker"]["state"] == "down"
-        p.page.set_viewport_size({"width": 360, "height": 740})
-        assert p.page.evaluate("() => document.scrollingElement.scrollWidth <= "
-                               "document.scrollingElement.clientWidth")
-        p.shot("broker-down-phone")
-        p.page.set_viewport_size(DESKTOP)
-
-        t.broker.start()
-        p.wait("() => document.body.dataset.live === '1'", timeout_s=60)
-        live = p.page.evaluate(LIVE)
-        assert live["text"] == "live" and live["dot"] == rgb(live["green"]), live
-        cell = p.wait("() => { const td = document.querySelector("
-                      "'#collector-table [data-field=broker] td');"
-                      " return td && /^connected/.test(td.textContent) && td.textContent; }")
-        assert cell.startswith("connected to %s since " % address)
-        assert t.call("/api/health")["broker"]["state"] == "up"
-    finally:
-        p.close(allowed=[r"ERR_INCOMPLETE_CHUNKED_ENCODING"])
-        t.close()
-
-
-@pytest.mark.skipif(shutil.which("influxd") is None,
-                    reason="Debian's influxdb is not installed (tools/setup)")
-def test_the_header_and_health_say_when_influxdb_is_unreachable(rig, tmp_path):
-    """The InfluxDB sink writes to a port where nothing answers: the header stays live (the
-    page's data is fine) but says InfluxDB is unreachable, its dot amber, and the Health view
-    says what the last write met. A real InfluxDB (Debian's influxd) starts on that port: the
-    sink's next try goes through, and the header says live, green; Health says it writes
-    there, with the points it sent."""
-    port = free_port()
-    t = one_plug_rig(tmp_path, '[influx]\nurl = "influx://127.0.0.1:%d/wattlog"\n' % port)
-    p = Page(rig)
-    p.url = t.url
-    db = None
-    try:
-        p.open("#health")
-        p.wait("() => /InfluxDB unreachable/.test(document.querySelector('#live').textContent)")
-        live = p.page.evaluate(LIVE)
-        assert re.fullmatch(r"live · InfluxDB unreachable since %s" % CLOCK, live["text"]), live
-        assert live["live"] == "1" and live["dot"] == rgb(live["amber"]), live
-        cell = p.wait(link_cell("influx"))
-        assert re.fullmatch(r"unreachable since %s: cannot write to InfluxDB at " % CLOCK +
-                            r"http://127\.0\.0\.1:%d \(database wattlog\) \(.*refused.*\)" % port,
-                            cell), cell
-        db = Influxd(str(tmp_path), "wattlog", port=port).start()
-        p.wait("() => document.querySelector('#live').textContent === 'live'", timeout_s=90)
-        live = p.page.evaluate(LIVE)
-        assert live["dot"] == rgb(live["green"]), live
-        cell = p.wait("() => { const td = document.querySelector("
-                      "'#collector-table [data-field=influx] td');"
-                      " return td && /^writing/.test(td.textContent) && td.textContent; }")
-        assert cell.startswith("writing to http://127.0.0.1:%d (database wattlog) since" % port)
-        sink = t.call("/api/health")["influx"]
-        assert sink["state"] == "up" and sink["sent_points"] > 0, sink
-    finally:
-        p.close()
-        t.close()
-        if db is not None:
-            db.stop()
-
-
 def test_health_says_bytes_written_per_measured_day(rig):
     """The collector started minutes ago: Health shows today's bytes written as a partial
     day, with how much of it was measured, and no average (minutes after a start, scaled up
@@ -1128,13 +573,8 @@ def test_each_plug_has_one_colour_in_every_view_and_after_a_reload(rig):
     and the Energy view's legend, whichever view a page opens first, and after a reload; a
     plug that has announced itself but stored nothing (a card, no bars, no line) moves no
     other plug's colour."""
-    client = rig.broker.client("dashboard-announce")
-    client.connect("127.0.0.1", rig.broker.port)
-    client.loop_start()
-    client.publish("wattlog/aaa-announced/status", "online", qos=1,
-                   retain=True).wait_for_publish(10)
-    client.loop_stop()
-    client.disconnect()
+    with Recorder(rig.broker, name="dashboard-announce") as client:
+        client.publish("wattlog/aaa-announced/status", "online", retain=True)
     rig.wait_for("the announced plug", lambda: rig.call("/api/plugs/aaa-announced"))
     colours = {
         "#energy": ("document.querySelectorAll('#bars-legend span').length >= 4",
@@ -1241,6 +681,8 @@ PHONE_VIEWS = (("#overview", "document.body.dataset.cards"),
                ("#history", "window.wattlogDrawn"),
                ("#energy", "document.querySelectorAll('#bars .col').length"),
                ("#health", "document.querySelectorAll('#plugs-table tbody tr').length >= 4"))
+
+
 SIDEWAYS = """() => {
   const s = document.scrollingElement;
   return { page: s.scrollWidth - s.clientWidth,
@@ -1288,65 +730,3 @@ def test_nothing_scrolls_sideways_at_phone_widths(rig):
                     p.close()
     finally:
         plain.close()
-
-
-def test_runs_view_draws_a_run_and_its_kwh_and_cost_equal_wattlog_runs(rig, tmp_path):
-    """Three days of a washer (08:00 and 19:00) and a fridge, written as the collector writes
-    them, with a flat tariff: the collector finds their runs itself at start-up. The Runs
-    view lists the washer's runs with the very cells `wattlog runs` prints (start, end,
-    duration, kWh, cost, peak W), the latest first; a tap on a run draws its power curve
-    from before its start to after its end, its peak the run's; runs per week are listed;
-    the fridge, which cycles, has its duty cycle per day. At desktop and phone width."""
-    import numpy as np
-    from wattnode.wire import EPOCH_UNIX
-    from wattsim.profiles import Profile
-    now = int(time.time()) // 10 * 10
-    times = np.arange(now - 3 * DAY_S, now, 10, dtype=np.int64)
-    specs = {"washer": "washer:0800+1900", "fridge": "fridge"}
-
-    def power_w(node, ts):
-        p, t0 = Profile(specs[node]), int(ts[0]) - EPOCH_UNIX
-        dw = np.array([p.power_dw(t) for t in range(t0, t0 + 10 * len(ts))], dtype=float)
-        return np.round(dw.reshape(-1, 10).mean(axis=1) / 10, 1)
-    config = "[tariff]\nprice = 0.25\n"
-    t = WrittenRig(tmp_path, list(specs), times, power_w, config)
-    p = Page(rig)
-    p.url = t.url
-    try:
-        t.wait_for("the runs found", lambda: len(((t.call("/api/runs?plug=washer") or {})
-                                                   .get("plugs") or [{"runs": []}])[0]["runs"]) >= 4)
-        cli = json.loads(subprocess.run(
-            [sys.executable, "-m", "wattlog.cli", "runs", "washer", "--json", "--data",
-             str(t.data), "--config", str(tmp_path / "wattlog.toml")],
-            capture_output=True, text=True, check=True, timeout=60).stdout)["plugs"][0]
-        page = p.open("#runs?plug=washer")
-        rows = p.wait("""() => { const r = [...document.querySelectorAll('#runs-table tbody tr')];
-          return r.length && r.map((tr) => [...tr.children].map((td) => td.textContent)); }""")
-        assert rows == cli["cells"][::-1] and all(re.fullmatch(r"\d+\.\d\d", c[4]) for c in rows)
-        first = page.locator("#runs-table tbody tr").first
-        start = int(first.get_attribute("data-start"))
-        run = next(r for r in cli["runs"] if r["start"] == start)
-        first.click()
-        p.wait("(s) => window.wattlogRunDrawn === s", arg=start)
-        drawn = page.evaluate("""() => { const u = window.wattlog.runChart;
-          const ys = u.data[1].filter((v) => v != null);
-          const c = u.ctx.getImageData(0, 0, u.ctx.canvas.width, u.ctx.canvas.height).data;
-          let inked = 0; for (let i = 3; i < c.length; i += 4) if (c[i]) inked++;
-          return { lo: u.data[0][0], hi: u.data[0][u.data[0].length - 1],
-                   peak: Math.max(...ys), inked }; }""")
-        assert drawn["lo"] < start and drawn["hi"] >= run["end"], drawn
-        assert abs(drawn["peak"] - run["peak_w"]) < 0.1 and drawn["inked"] > 500, drawn
-        assert "#runs?plug=washer&run=%d" % start in page.url
-        weeks = page.locator("#runs-weeks tbody tr").count()
-        assert weeks >= 1
-        for size, name in ((DESKTOP, "desktop"), (PHONE, "phone")):
-            page.set_viewport_size(size)
-            p.shot("runs-" + name)
-        page.set_viewport_size(DESKTOP)
-        p.open("#runs?plug=fridge")
-        days = p.wait("() => document.querySelectorAll('#runs-duty tbody tr').length")
-        assert days >= 3
-        assert "cycling" in p.text("#runs-said")
-    finally:
-        p.close()
-        t.close()

@@ -15,7 +15,6 @@ each, and loses nothing; a run without --data starts on a clean ./demo-data, and
 simulated plugs are each a device of their own in Home Assistant (their own MAC), and one
 whose relay is off draws nothing."""
 
-import hashlib
 import json
 import os
 import queue
@@ -31,14 +30,9 @@ import numpy as np
 import pytest
 
 from helpers import REPO, aligned_past, wattlog
-from test_link import Listener
+from plugs import sim_mac
+from rig import Recorder
 from wattlog.store import open_reader
-
-def sim_mac(node_id):
-    """The MAC a simulated plug takes (lib/wattsim/board.py): 02, locally administered, then
-    the first five bytes of the sha256 of its node id."""
-    return b"\x02" + hashlib.sha256(node_id.encode()).digest()[:5]
-
 
 STOPPED_S = 25  # a Ctrl-C'd demo has ended by then (a collector without its broker took 30 s)
 
@@ -298,9 +292,9 @@ def test_each_demo_plug_is_a_device_of_its_own_in_home_assistant(broker, simnode
                  aligned_past(60), "--then-realtime")
     said = {}
     for name in names:  # a listener each: one's wait() drops what is not its topic
-        listener = Listener(broker, "homeassistant/device/%s/config" % name)
+        listener = Recorder(broker, "homeassistant/device/%s/config" % name)
         try:
-            said[name] = json.loads(listener.wait("homeassistant/device/%s/config" % name)[0])
+            said[name] = json.loads(listener.next("homeassistant/device/%s/config" % name)[0])
         finally:
             listener.close()
     macs = {name: said[name]["dev"]["connections"] for name in names}
@@ -321,16 +315,16 @@ def test_a_simulated_plug_whose_relay_is_off_draws_nothing(broker, collectors, s
     collector.wait_for("listening on")
     node = simnodes(broker.port, "lamp", "--profile", "constant:500", "--interval", 1,
                     "--speed", "max", "--start", aligned_past(60), "--then-realtime")
-    live = Listener(broker, "wattlog/lamp/#")
+    live = Recorder(broker, "wattlog/lamp/#")
     try:
-        live.wait("wattlog/lamp/state", lambda p: json.loads(p)["power"] == 500.0)
+        live.next("wattlog/lamp/state", lambda p: json.loads(p)["power"] == 500.0)
         live.c.publish("wattlog/lamp/relay/set", "OFF", qos=1)
-        off, _ = live.wait("wattlog/lamp/state", lambda p: json.loads(p)["relay"] == "OFF")
-        dark, _ = live.wait("wattlog/lamp/state", lambda p: json.loads(p)["power"] == 0.0,
+        off, _ = live.next("wattlog/lamp/state", lambda p: json.loads(p)["relay"] == "OFF")
+        dark, _ = live.next("wattlog/lamp/state", lambda p: json.loads(p)["power"] == 0.0,
                             timeout_s=5)
         assert json.loads(dark)["relay"] == "OFF" and json.loads(dark)["current"] == 0.0
         live.c.publish("wattlog/lamp/relay/set", "ON", qos=1)
-        live.wait("wattlog/lamp/state", lambda p: json.loads(p)["relay"] == "ON"
+        live.next("wattlog/lamp/state", lambda p: json.loads(p)["relay"] == "ON"
                   and json.loads(p)["power"] == 500.0, timeout_s=5)
     finally:
         live.close()

@@ -16,57 +16,15 @@ published; a free-running plug would have run on for hours of node time by then.
 import json
 import os
 import signal
-import threading
-import time
 
 import pytest
 
 from helpers import aligned_past, wattlog
+from rig import Recorder
 
 NODE = "heater"
 WATTS = 3000
 SPEED = 2000
-
-
-class Messages:
-    """Every message on the topics (filters), in order, as a test user who may read all:
-    seen is a list of (topic, payload bytes)."""
-
-    def __init__(self, broker, name, *topics):
-        self.seen = []
-        self._lock = threading.Lock()
-        self.c = broker.client(name)
-        self.c.on_message = self._on_message
-        self.c.connect("127.0.0.1", broker.port)
-        self.c.subscribe([(t, 1) for t in topics])
-        self.c.loop_start()
-
-    def _on_message(self, client, userdata, m):
-        with self._lock:
-            self.seen.append((m.topic, m.payload))
-
-    def on(self, topic):
-        """The payloads seen on topic, decoded."""
-        with self._lock:
-            return [p.decode() for t, p in self.seen if t == topic]
-
-    def states(self, node=NODE):
-        return [json.loads(p) for p in self.on("wattlog/%s/state" % node)]
-
-    def logs(self):
-        return self.on("wattlog/%s/log" % NODE)
-
-    def wait(self, done, what, timeout_s=60.0):
-        deadline = time.monotonic() + timeout_s
-        while not done():
-            if time.monotonic() > deadline:
-                raise AssertionError("%s within %.0f s; seen: %s" % (what, timeout_s,
-                                                                     self.seen[-5:]))
-            time.sleep(0.05)
-
-    def close(self):
-        self.c.disconnect()
-        self.c.loop_stop()
 
 
 def energy_feed(data):
@@ -81,16 +39,16 @@ def test_the_energy_total_never_decreases_across_a_power_cut(broker, collectors,
     data, flash = tmp_path / "data", tmp_path / "flash"
     collector = collectors(broker.url, data, commit_interval=5)
     collector.wait_for("listening on")
-    watch = Messages(broker, "energy-watch", "wattlog/%s/state" % NODE, "wattlog/%s/log" % NODE)
+    watch = Recorder(broker, "wattlog/%s/state" % NODE, "wattlog/%s/log" % NODE, name="energy-watch")
     plug = ("--flash", flash, "--profile", "constant:%d" % WATTS, "--speed", SPEED)
     try:
         first = simnodes(broker.port, NODE, "--start", aligned_past(12 * 3600), *plug)
-        watch.wait(lambda: watch.states() and watch.states()[-1]["energy"] >= 24.0,
+        watch.wait(lambda: watch.states(NODE) and watch.states(NODE)[-1]["energy"] >= 24.0,
                    "the plug never published 24 kWh")
         os.kill(first.firmware_pid(), signal.SIGKILL)  # the power cut
         first.proc.wait(30)
         checkpoint_wh = json.loads((flash / "energy.json").read_text())["wh"]
-        before = watch.states()
+        before = watch.states(NODE)
         last = before[-1]
         assert checkpoint_wh < last["energy"] * 1000 - 5000  # the checkpoint is 6 h old
 
@@ -98,10 +56,10 @@ def test_the_energy_total_never_decreases_across_a_power_cut(broker, collectors,
         again_at = last["time"] + 3 * SPEED
         second = simnodes(broker.port, NODE, "--power-cut", "--start", again_at, *plug)
         s = second.finish()
-        watch.wait(lambda: len(watch.states()) > len(before), "no state after the power cut")
+        watch.wait(lambda: len(watch.states(NODE)) > len(before), "no state after the power cut")
         assert collector.stop() == 0
-        states = watch.states()
-        logs = watch.logs()
+        states = watch.states(NODE)
+        logs = watch.logs(NODE)
     finally:
         watch.close()
     after = states[len(before)]

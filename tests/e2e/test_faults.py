@@ -26,36 +26,17 @@ import signal
 import struct
 import time
 
-import numpy as np
 import pytest
 
-from helpers import REPO, aligned_past, summaries, wattlog
+from faultload import INTERVAL, ROWS_FILE, finish, start_plugs, stored, storing, watts
+from helpers import aligned_past, wattlog
 from netcut import Relay
-from test_energy_promise import Messages
-from test_integrity import wait_until
-from wattlog.store.feeds import Registry
-from wattlog.store.phpfina import Feed, FeedError
+from rig import Recorder, summaries, wait_until
+from wattlog.store.phpfina import FeedError
 from wattnode import spill, spillboot, wire
 from wattnode.keep import Keep
 
 pytestmark = pytest.mark.realtime
-
-SPEED = 100
-INTERVAL = 10
-# One JSON line per scenario: (scenario, produced, stored, lost, seconds). A file, not a list:
-# the scenarios may run in other processes (pytest-xdist); conftest.py prints the table.
-ROWS_FILE = REPO / "build" / "test-results" / "fault-rows.jsonl"
-
-
-def stored(data, node):
-    """{slot time: watts} of every slot of node's power feed that holds a value."""
-    entry = Registry(str(data)).find(node, "power")
-    if entry is None:
-        return {}
-    feed = Feed.open(os.path.join(str(data), "phpfina"), entry["id"])
-    values = feed.read(0, feed.npoints())
-    return {feed.time(i): float(v) for i, v in enumerate(values) if not np.isnan(v)}
-
 
 def crashes(output):
     """The node's status at each crash of one simnode (the "crash {...}" line start.py
@@ -114,35 +95,10 @@ def account(scenario, data, nodes, began, allowed_lost=None):
     return produced, kept, lost
 
 
-def start_plugs(simnodes, port, names, seconds, *extra, speed=SPEED):
-    start = int(time.time()) - seconds * speed
-    start -= start % INTERVAL
-    return [simnodes(port, name, "--profile", "constant:%d" % (500 + 250 * i), "--speed", speed,
-                     "--start", start, "--batch-max", 16, *extra)
-            for i, name in enumerate(names)]
-
-
-def finish(plugs, timeout_s=120):
-    outs = []
-    deadline = time.monotonic() + timeout_s
-    for p in plugs:
-        try:
-            out, _ = p.proc.communicate(timeout=max(1, deadline - time.monotonic()))
-        except Exception:
-            p.proc.kill()
-            out, _ = p.proc.communicate()
-            raise AssertionError("a plug did not finish:\n" + out[-3000:])
-        p.output = out
-        assert p.proc.returncode == 0, out[-3000:]
-        outs.append(out)
-    return outs
-
-
-def watts(i):
-    return 500 + 250 * i
-
-
 def test_collector_killed_at_random_ten_times(broker, collectors, simnodes, tmp_path):
+    """The collector SIGKILLed ten times at random moments while three plugs send (each kill
+    shorter after the start than the commit interval, so it takes uncommitted readings with
+    it): the plugs send again what no ack covered, and every reading is stored once."""
     began = time.monotonic()
     data = tmp_path / "data"
     rng = random.Random(4)
@@ -165,15 +121,18 @@ def test_collector_killed_at_random_ten_times(broker, collectors, simnodes, tmp_
 
 
 def test_broker_stopped_and_restarted(broker, collectors, simnodes, tmp_path):
+    """mosquitto stopped while three plugs send and the collector has stored some of each,
+    then started again (no persistence: queued batches and retained acks are gone): every
+    reading is stored once, and the collector says it lost the broker."""
     began = time.monotonic()
     data = tmp_path / "data"
     c = collectors(broker.url, data, commit_interval=5)
     c.wait_for("listening on")
     names = ["brk-a", "brk-b", "brk-c"]
     plugs = start_plugs(simnodes, broker.port, names, 40)
-    time.sleep(10)
+    wait_until("some readings of every plug stored", lambda: storing(data, names))
     broker.stop()       # no persistence: queued batches and retained acks are gone
-    time.sleep(4)
+    time.sleep(4)       # the outage itself: plugs hold their readings, the collector retries
     broker.start()
     outs = finish(plugs)
     assert c.stop() == 0
@@ -183,6 +142,10 @@ def test_broker_stopped_and_restarted(broker, collectors, simnodes, tmp_path):
 
 
 def test_link_cut_longer_than_the_commit_interval(broker, collectors, simnodes, tmp_path):
+    """The plugs' link to the broker cut silently (no RST, no FIN, as Wi-Fi fails) for 20 s,
+    longer than the commit interval and the plug's PUBACK timeout, once some of each plug's
+    readings are stored: the plugs notice, hold their readings, and every one is stored once
+    the link heals."""
     began = time.monotonic()
     data = tmp_path / "data"
     c = collectors(broker.url, data, commit_interval=5)
@@ -190,7 +153,7 @@ def test_link_cut_longer_than_the_commit_interval(broker, collectors, simnodes, 
     names = ["cut-a", "cut-b", "cut-c"]
     with Relay(broker.port) as relay:
         plugs = start_plugs(simnodes, relay.port, names, 55)
-        time.sleep(8)
+        wait_until("some readings of every plug stored", lambda: storing(data, names))
         relay.cut()     # silent, as Wi-Fi fails: no RST, no FIN
         time.sleep(20)  # > commit interval, > the 15 s PUBACK timeout, < the ring (307 s)
         relay.heal()
@@ -213,14 +176,9 @@ def test_nodes_rebooted_cleanly_and_by_crash(broker, collectors, simnodes, tmp_p
     names = ["boot-a", "boot-b", "boot-c"]
     plugs = start_plugs(simnodes, broker.port, names[:2], 40)
     plugs += start_plugs(simnodes, broker.port, names[2:], 40, "--crash-after", 1500)
-    time.sleep(10)
-    cmd = broker.client("faults-cmd")
-    cmd.connect("127.0.0.1", broker.port)
-    cmd.loop_start()
-    cmd.publish("wattlog/boot-a/cmd", json.dumps({"cmd": "reboot"}), qos=1).wait_for_publish(5)
-    time.sleep(1)
-    cmd.loop_stop()
-    cmd.disconnect()
+    wait_until("some readings of every plug stored", lambda: storing(data, names))
+    with Recorder(broker, name="faults-cmd") as cmd:
+        cmd.publish("wattlog/boot-a/cmd", json.dumps({"cmd": "reboot"}))
     outs = finish(plugs)
     assert c.stop() == 0
     assert len(summaries(outs[0])) == 2, outs[0][-3000:]  # rebooted once, cleanly
@@ -255,9 +213,9 @@ def test_an_outage_longer_than_ring_and_spill(broker, collectors, simnodes, tmp_
     with Relay(broker.port) as relay:
         plugs = start_plugs(simnodes, relay.port, names, 55, "--ring-kib", 4, "--spill-kib", 4,
                             speed=200)
-        time.sleep(8)
+        wait_until("some readings of every plug stored", lambda: storing(data, names))
         relay.cut()
-        time.sleep(30)
+        time.sleep(30)  # the outage itself: 600 readings at 200x, more than ring and spill
         relay.heal()
         outs = finish(plugs)
     assert c.stop() == 0
@@ -371,7 +329,7 @@ def outage(broker, collectors, simnodes, data, flash, node, days, ahead_h, cut=F
     start = aligned_past(int(days * 86400) + ahead_h * 3600)
     c = collectors(broker.url, data, commit_interval=5)
     c.wait_for("listening on")
-    watch = Messages(broker, node + "-watch", "wattlog/%s/state" % node)
+    watch = Recorder(broker, "wattlog/%s/state" % node, name=node + "-watch")
     try:
         plug = simnodes(broker.port, node, "--profile", "constant:500", "--speed", "max",
                         "--start", start, "--then-realtime", "--flash", flash)
@@ -395,7 +353,7 @@ def back(broker, collectors, data, node, first, lost=(), plug=None):
     plug has made (it runs in real time by now) is stored, but `lost`; the collector."""
     c = collectors(broker.url, data, commit_interval=5)
     c.wait_for("listening on")
-    watch = Messages(broker, node + "-back", "wattlog/%s/state" % node)
+    watch = Recorder(broker, "wattlog/%s/state" % node, name=node + "-back")
     try:
         if plug is not None:
             plug = plug()

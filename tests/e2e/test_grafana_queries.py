@@ -9,7 +9,7 @@ server's refusal), returns nothing, or still holds a variable after substitution
 test, naming the panel. Grafana itself is not needed: it only relays these queries.
 
 One collector (configured by its config file's [influx] table, as the README says), two
-plugs, one InfluxDB and one Prometheus serve the module (test_prometheus.Rig); the plugs
+plugs, one InfluxDB and one Prometheus serve the module (promrig.Rig); the plugs
 start an hour in the past, catch up as fast as they go, then run in real time.
 """
 
@@ -23,7 +23,7 @@ import urllib.error
 import pytest
 
 from helpers import REPO
-from test_prometheus import PLUGS, Rig
+from promrig import PLUGS, Rig
 
 sys.path.insert(0, str(REPO / "tools" / "lib"))
 from influxd import Influxd  # noqa: E402

@@ -9,18 +9,8 @@ import time
 
 import pytest
 
-from helpers import aligned_past, summary, wattlog
-from test_energy_promise import Messages
-
-
-def wait_until(what, predicate, timeout_s=60.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("waited %.0f s for %s" % (timeout_s, what))
+from helpers import aligned_past, wattlog
+from rig import Recorder, summary, wait_until
 
 
 def acked(data, node):
@@ -42,7 +32,7 @@ def test_a_commit_json_restored_from_a_backup_cuts_nothing(broker, collectors, s
     data = tmp_path / "data"
     c = collectors(broker.url, data, commit_interval=1)
     c.wait_for("listening on")
-    watch = Messages(broker, "bak-watch", "wattlog/bak-1/state")
+    watch = Recorder(broker, "wattlog/bak-1/state", name="bak-watch")
     start = aligned_past(900)
     try:  # caught up as fast as it goes, then a slot a second, live
         node = simnodes(broker.port, "bak-1", "--profile", "constant:500", "--speed", "max",
@@ -76,18 +66,12 @@ def test_the_collector_reads_every_retained_ack_before_it_decides(broker, collec
     """300 plugs' retained acks on the broker: the collector has all of them in hand when it
     checks its data (a marker it publishes after subscribing comes back after the retained
     messages)."""
-    writer = broker.client("acks-writer")
-    writer.connect("127.0.0.1", broker.port)
-    writer.loop_start()
     nodes = ["ret-%03d" % i for i in range(300)]
-    try:
+    with Recorder(broker, name="acks-writer") as writer:
         for i, node in enumerate(nodes):
             writer.publish("wattlog/%s/ack" % node, json.dumps(
                 {"boot": 1000 + i, "seq": i, "time": int(time.time()), "commit": 1}),
-                qos=1, retain=True).wait_for_publish(5)
-    finally:
-        writer.loop_stop()
-        writer.disconnect()
+                retain=True)
     data = tmp_path / "data"
     c = collectors(broker.url, data, commit_interval=1)
     c.wait_for("listening on")

@@ -1,7 +1,7 @@
 """test_migrate.py - `wattlog migrate`, run as a user runs it: a single Pi's data directory
 (written by the collector's own store, or by tools/lib/history.py as it commits) copied into
 the cluster's PostgreSQL store (store/migrate.py), a private PostgreSQL a test (tools/lib/
-pgserver.py, test_pg_store's fixture). Compared through the storage interface on both
+pgserver.py, conftest.py's pg fixture). Compared through the storage interface on both
 engines: every slot of every channel the very float32, the plugs' state, the same series at
 every zoom, the same energy total for the clock answer; interrupted (Ctrl-C, SIGKILL) and run
 again it goes on where it stopped, and ends the same; and each refusal is one sentence that
@@ -21,8 +21,7 @@ import pytest
 from broker import free_port
 from helpers import REPO, aligned_past
 from history import write_history
-from test_integrity import wait_until
-from test_pg_store import pg  # noqa: F401  (the fixture: a private PostgreSQL a test)
+from rig import wait_until
 
 sys.path.insert(0, str(REPO / "tests" / "host"))
 

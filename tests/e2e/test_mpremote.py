@@ -22,7 +22,8 @@ import time
 
 import pytest
 
-from helpers import REPO, aligned_past, summary, wattlog
+from helpers import REPO, aligned_past, wattlog
+from rig import Recorder, summary
 
 sys.path.insert(0, str(REPO / "tools" / "lib"))
 
@@ -128,20 +129,8 @@ def start_board(tmp_path, speed):
 
 def wait_for_state(broker, node_id):
     """Until the plug has published its state (it is connected, its energy total settled)."""
-    got = []
-    c = broker.client("mpremote-test-%s" % node_id)
-    c.on_message = lambda client, userdata, msg: got.append(msg.payload)
-    c.connect("127.0.0.1", broker.port)
-    c.subscribe("wattlog/%s/state" % node_id)
-    c.loop_start()
-    try:
-        deadline = time.monotonic() + 30
-        while not got:
-            assert time.monotonic() < deadline, "the plug never published its state"
-            time.sleep(0.05)
-    finally:
-        c.disconnect()
-        c.loop_stop()
+    with Recorder(broker, "wattlog/%s/state" % node_id, name="mpremote-test-" + node_id) as c:
+        c.wait(lambda: c.seen, "the plug's state", 30)
 
 
 def ctrl_c(term):

@@ -11,16 +11,16 @@ import queue
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from helpers import REPO, aligned_past, summaries, summary, wattlog
+from helpers import REPO, aligned_past, wattlog
 from otabuilds import Builds
+from otarun import info, live_plug, ota, ota_command, printed
+from rig import Recorder, summaries, summary
 from wattlog.fleet.provision import OPERATOR
-from test_link import Listener
 
 pytestmark = pytest.mark.realtime
 
@@ -35,29 +35,6 @@ def builds(tmp_path_factory, built):
     return {"v1": b.base, "v2": b.variant("v2", "0.2.0-test"),
             "v3": b.failing("v3", "0.3.0-test", "import error"),
             "v4": b.failing("v4", "0.4.0-test", "bad broker")}
-
-
-def ota_command(broker, build, *nodes, extra=()):
-    """The command line of `wattlog ota` as the operator (its password from a file)."""
-    return [sys.executable, "-m", "wattlog.cli", "ota", *nodes, "--dir", broker.auth, "--build",
-            str(build), "--broker", "mqtt://%s@127.0.0.1:%d" % (OPERATOR, broker.port),
-            "--password-file", broker.password_file(OPERATOR), "--trial", "30", *extra]
-
-
-def ota(broker, build, *nodes, check=True, extra=()):
-    """`wattlog ota` as the operator; (exit status, stdout, stderr)."""
-    p = subprocess.run(ota_command(broker, build, *nodes, extra=extra), capture_output=True,
-                       text=True, timeout=240)
-    if check:
-        assert p.returncode == 0, p.stdout + p.stderr
-    return p.returncode, p.stdout, p.stderr
-
-
-def live_plug(simnodes, broker, node_id, flash, *extra):
-    os.makedirs(flash, exist_ok=True)
-    return simnodes(broker.port, node_id, "--profile", "constant:500", "--speed", "max",
-                    "--start", aligned_past(60), "--then-realtime", "--batch-max", "1",
-                    "--flash", flash, *extra)
 
 
 def power_cut(node, timeout_s=30.0):
@@ -83,33 +60,6 @@ def power_cut(node, timeout_s=30.0):
         except subprocess.TimeoutExpired:
             pass
     return len(cut)
-
-
-def printed(node):
-    """All a plug printed, stopped first if it still runs (it may have died on its own)."""
-    if node.proc.poll() is None:
-        node.stop()
-    else:
-        node.output = node.proc.communicate()[0]
-    return node.output
-
-
-def info(broker, node, node_id):
-    """The plug's status, asked for with an info command until it answers (it may still be
-    connecting: a bounded number of tries)."""
-    log = Listener(broker, "wattlog/%s/log" % node_id)
-    try:
-        for _ in range(20):
-            log.c.publish("wattlog/%s/cmd" % node_id, json.dumps({"cmd": "info"}), qos=1)
-            try:
-                payload, _ = log.wait("wattlog/%s/log" % node_id,
-                                      lambda p: p.startswith(b"info "), timeout_s=3)
-            except AssertionError:
-                continue
-            return json.loads(payload[5:])
-        raise AssertionError("%s never answered info:\n%s" % (node_id, printed(node)))
-    finally:
-        log.close()
 
 
 def collected_plug(broker, collectors, simnodes, tmp_path, node_id):
@@ -187,12 +137,12 @@ def test_a_version_that_fails_at_import_is_rolled_back_by_the_plug(broker, colle
     c = collectors(broker.url, data, commit_interval=1)
     c.wait_for("listening on")
     node = live_plug(simnodes, broker, "ota-3", str(tmp_path / "flash"))
-    log = Listener(broker, "wattlog/ota-3/log")
+    log = Recorder(broker, "wattlog/ota-3/log")
     try:
         info(broker, node, "ota-3")
         rc, out, err = ota(broker, builds["v3"], "ota-3", check=False)
         assert rc == 1 and "rolled back" in out and "failed to start" in out, out + err
-        said, _ = log.wait("wattlog/ota-3/log", lambda p: b"rolled back" in p)
+        said, _ = log.next("wattlog/ota-3/log", lambda p: b"rolled back" in p)
     finally:
         log.close()
     why = "it failed to start: ImportError('v3 is broken on purpose'"
@@ -211,26 +161,22 @@ def test_a_replayed_manifest_is_refused_and_a_downgrade_on_purpose_is_taken(
     ota/status (and so in `wattlog nodes`), switches nothing and keeps running v1."""
     data = tmp_path / "data"
     node, flash = collected_plug(broker, collectors, simnodes, tmp_path, "ota-r")
-    wire = Listener(broker, "wattlog/ota-r/#")
+    wire = Recorder(broker, "wattlog/ota-r/#")
     try:
-        wire.wait("wattlog/ota-r/status")  # the retained one: the subscription is in place
+        wire.next("wattlog/ota-r/status")  # the retained one: the subscription is in place
         _, out, _ = ota(broker, builds["v2"], "ota-r")
         assert "0.1.0 -> 0.2.0-test" in out and "confirmed" in out, out
-        captured, _ = wire.wait("wattlog/ota-r/ota/manifest")
+        captured, _ = wire.next("wattlog/ota-r/ota/manifest")
         _, out, _ = ota(broker, builds["v1"], "ota-r")
         assert "0.2.0-test -> 0.1.0" in out and "confirmed" in out, out
         assert info(broker, node, "ota-r")["version"] == "0.1.0"
         with open(os.path.join(flash, "ota", "boot")) as f:
             pointer = f.read()
         uid = json.loads(captured[65:])["id"]
-        operator = broker.client("ota-replay", user=OPERATOR)
-        operator.connect("127.0.0.1", broker.port)
-        operator.loop_start()
-        operator.publish("wattlog/ota-r/ota/manifest", captured, qos=1).wait_for_publish(10)
-        operator.disconnect()
-        operator.loop_stop()
-        said, _ = wire.wait("wattlog/ota-r/log", lambda p: b"refused" in p)
-        status, _ = wire.wait("wattlog/ota-r/ota/status",
+        with Recorder(broker, name="ota-replay", user=OPERATOR) as operator:
+            operator.publish("wattlog/ota-r/ota/manifest", captured)
+        said, _ = wire.next("wattlog/ota-r/log", lambda p: b"refused" in p)
+        status, _ = wire.next("wattlog/ota-r/ota/status",
                               lambda p: json.loads(p)["state"] == "refused")
     finally:
         wire.close()
@@ -265,17 +211,12 @@ def test_only_the_operator_may_publish_an_update(broker, simnodes):
     sees only the operator's (each publish is at QoS 1, acknowledged before the next)."""
     from wattlog.fleet.provision import HOMEASSISTANT
     broker.node_args("ota-other")
-    watcher = Listener(broker, "wattlog/ota-a/ota/#")
+    watcher = Recorder(broker, "wattlog/ota-a/ota/#")
     try:
         for user in ("ota-other", HOMEASSISTANT, OPERATOR):
-            c = broker.client(user, user=user)
-            c.connect("127.0.0.1", broker.port)
-            c.loop_start()
-            c.publish("wattlog/ota-a/ota/manifest", b"from " + user.encode(),
-                      qos=1).wait_for_publish(5)
-            c.disconnect()
-            c.loop_stop()
-        payload, _ = watcher.wait("wattlog/ota-a/ota/manifest")
+            with Recorder(broker, name=user, user=user) as c:
+                c.publish("wattlog/ota-a/ota/manifest", b"from " + user.encode())
+        payload, _ = watcher.next("wattlog/ota-a/ota/manifest")
         assert payload == b"from " + OPERATOR.encode()
     finally:
         watcher.close()
@@ -310,10 +251,10 @@ def test_a_fleet_stops_at_the_first_plug_that_fails_and_passes_an_offline_one_at
         nodes[name] = live_plug(simnodes, broker, name, str(tmp_path / name), *extra)
     for name, n in nodes.items():
         info(broker, n, name)
-    watch = Listener(broker, "wattlog/fleet-0/status")
+    watch = Recorder(broker, "wattlog/fleet-0/status")
     try:
         power_cut(nodes["fleet-0"])
-        watch.wait("wattlog/fleet-0/status", lambda p: p == b"offline")
+        watch.next("wattlog/fleet-0/status", lambda p: p == b"offline")
     finally:
         watch.close()
     rc, out, _ = ota(broker, builds["v2"], "--all", check=False, extra=("--parallel", "1"))
@@ -352,7 +293,7 @@ def test_a_plug_killed_at_random_moments_of_an_update_always_boots_a_working_ver
     nodes = [live_plug(simnodes, broker, name, str(tmp_path / name)) for name in names]
     for name, node in zip(names, nodes):
         info(broker, node, name)
-    watch = Listener(broker, "wattlog/+/ota/status")
+    watch = Recorder(broker, "wattlog/+/ota/status")
     tool = subprocess.Popen(ota_command(broker, builds["v2"], *names,
                                         extra=("--parallel", str(KILLS))),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -362,7 +303,7 @@ def test_a_plug_killed_at_random_moments_of_an_update_always_boots_a_working_ver
     def listen():
         while tool.poll() is None:
             try:
-                topic, payload, _ = watch.q.get(timeout=0.2)
+                topic, payload = watch.get(0.2)
             except queue.Empty:
                 continue
             if json.loads(payload).get("state") == "switching":
@@ -423,18 +364,18 @@ def test_a_plug_away_when_the_update_goes_out_gets_it_once_it_is_back(
     that could not come: an update started a moment before a plug came back, as a busy Pi's
     slow start makes it, failed with "no answer from the plug".)"""
     node, flash = collected_plug(broker, collectors, simnodes, tmp_path, "ota-o")
-    wire = Listener(broker, "wattlog/ota-o/#")
+    wire = Recorder(broker, "wattlog/ota-o/#")
     try:
-        wire.wait("wattlog/ota-o/status", lambda p: p == b"online")  # the retained one
+        wire.next("wattlog/ota-o/status", lambda p: p == b"online")  # the retained one
         power_cut(node)
-        wire.wait("wattlog/ota-o/status", lambda p: p == b"offline")
+        wire.next("wattlog/ota-o/status", lambda p: p == b"offline")
         rc, out, _ = ota(broker, builds["v2"], "ota-o", check=False)
         assert rc == 1 and "no answer from the plug in 30 s (it is offline" in out, out
-        wire.wait("wattlog/ota-o/ota/manifest")  # that update's: the next one is the new one's
+        wire.next("wattlog/ota-o/ota/manifest")  # that update's: the next one is the new one's
         tool = subprocess.Popen(ota_command(broker, builds["v2"], "ota-o"),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            wire.wait("wattlog/ota-o/ota/manifest")
+            wire.next("wattlog/ota-o/ota/manifest")
             node = live_plug(simnodes, broker, "ota-o", flash, "--start", aligned_past(0))
             out, err = tool.communicate(timeout=240)
         finally:
@@ -543,18 +484,18 @@ def test_an_update_fits_the_tight_heap(broker, collectors, simnodes, tmp_path, b
     data = tmp_path / "data"
     c = collectors(broker.url, data, commit_interval=1)
     c.wait_for("listening on")
-    live = Listener(broker, "wattlog/ota-h/#")
+    live = Recorder(broker, "wattlog/ota-h/#")
     try:
         node = live_plug(simnodes, broker, "ota-h", str(tmp_path / "flash"), "--mpy",
                          "--heap-kib", TIGHT_HEAP_KIB, "--board", "devkit-bl0937")
         try:
-            live.wait("wattlog/ota-h/status", lambda p: p == b"online", timeout_s=60)
+            live.next("wattlog/ota-h/status", lambda p: p == b"online", timeout_s=60)
         except AssertionError:
             raise AssertionError("the plug never came online:\n%s" % printed(node))
         rc, out, err = ota(broker, builds["v2"], "ota-h", check=False)
         if rc != 0 or "confirmed" not in out:
             raise AssertionError(out + err + "the plug printed:\n" + printed(node))
-        status, _ = live.wait("wattlog/ota-h/ota/status",
+        status, _ = live.next("wattlog/ota-h/ota/status",
                               lambda p: json.loads(p)["state"] == "confirmed", timeout_s=30)
         assert json.loads(status)["running"] == "0.2.0-test"
     finally:

@@ -22,7 +22,7 @@ import pytest
 
 from helpers import REPO, wattlog
 from otabuilds import Builds
-from test_ota import info, live_plug, ota, ota_command, printed
+from otarun import info, live_plug, ota, ota_command, printed
 
 pytestmark = pytest.mark.realtime
 

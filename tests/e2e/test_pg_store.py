@@ -14,31 +14,11 @@ import urllib.request
 import numpy as np
 import pytest
 
-from broker import free_port
-from helpers import REPO, aligned_past, summary
-from test_pipeline import INTERVAL, expected
+from helpers import REPO, aligned_past
+from measured import INTERVAL, expected
+from rig import Collector, summary
 
-pgserver = pytest.importorskip("pgserver")
-
-
-@pytest.fixture
-def pg():
-    try:
-        server = pgserver.PgServer().start()
-    except RuntimeError as e:
-        pytest.skip("no PostgreSQL here (%s): tools/setup installs it" % e)
-    yield server
-    server.close()
-
-
-def collect(broker, data, pg, port, commit_interval):
-    log = open(str(data) + ".log", "a")
-    return subprocess.Popen(
-        [sys.executable, "-m", "wattlog.cli", "collect", "--broker", broker.url,
-         "--password-file", broker.password_file("wattlog-collector"), "--data", str(data),
-         "--store", pg.dsn, "--store-password-file", pg.password_file, "--commit-interval",
-         str(commit_interval), "--status-interval", "2", "--listen", "127.0.0.1:%d" % port],
-        stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO))
+pytest.importorskip("pgserver")
 
 
 def call(port, path):
@@ -67,8 +47,8 @@ def test_postgresql_keeps_every_slot_exactly_through_a_kill(broker, simnodes, tm
     collector that is SIGKILLed while they run and started again (the plugs send again what
     no ack covered): every slot stored with the value measured;
     the API's feeds and raw series, emoncms's data.json and `wattlog export` agree with it."""
-    data, port = tmp_path / "data", free_port()
-    c = collect(broker, data, pg, port, commit_interval=1)
+    c = Collector(broker.url, tmp_path / "data", commit_interval=1, store=pg, listen=True)
+    port = c.port
     wait_api(port, "/api/health", lambda got: got["ready"])  # its session holds the readings
     start = aligned_past(3 * 3600)
     plugs = {"washer-1": "washer", "heatpump-1": "heatpump"}
@@ -77,8 +57,7 @@ def test_postgresql_keeps_every_slot_exactly_through_a_kill(broker, simnodes, tm
              for nid, prof in plugs.items()}
     wait_api(port, "/api/feeds", lambda got: sum(f["points"] or 0 for f in got["feeds"]) > 200)
     c.kill()  # a power cut of the collector's machine: what it had not committed is resent
-    c.wait()
-    c = collect(broker, data, pg, port, commit_interval=1)
+    c.restart()  # on the same port, its log appended
     try:
         for nid in plugs:  # caught up with the present, through the kill
             wait_api(port, "/api/plugs/%s" % nid, lambda got: got["acked_seq"] is not None and
@@ -105,8 +84,7 @@ def test_postgresql_keeps_every_slot_exactly_through_a_kill(broker, simnodes, tm
                         % (fid, start * 1000, (start + 10 * (n - 1)) * 1000))
             assert [np.float32(v) for _, v in rows] == list(want["power"])
     finally:
-        c.terminate()
-        c.wait(60)
+        c.stop(60)
     out = subprocess.run([sys.executable, "-m", "wattlog.cli", "export", "--store", pg.dsn,
                           "--store-password-file", pg.password_file, "--feed",
                           "washer-1/energy", "--start", str(start)],

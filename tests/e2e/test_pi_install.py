@@ -128,7 +128,7 @@ def copy_clone(dest):
 def provision_at_a_terminal(pi, line):
     """The provision line on a pseudo-terminal, the Wi-Fi password typed at both prompts."""
     sys.path.insert(0, str(REPO / "tests" / "host"))
-    from test_provision import at_a_terminal
+    from terminal import at_a_terminal
     status, shown = at_a_terminal(["/usr/bin/env", "bash", "-c", "cd %s && %s"
                                    % (pi.clone, line)], [WIFI[1], WIFI[1]], env=pi.env)
     assert status == 0, shown

@@ -17,33 +17,11 @@ import numpy as np
 import pytest
 
 from broker import Broker, free_port
-from helpers import aligned_past, summary, wattlog
-from test_energy_promise import Messages
-from wattnode import wire
-from wattsim.profiles import Profile, voltage_cv
+from helpers import aligned_past, wattlog
+from measured import INTERVAL, expected
+from rig import Recorder, summary
 
 PROFILES = {"washer-1": "washer", "fridge-1": "fridge", "heatpump-1": "heatpump"}
-INTERVAL = 10
-
-
-def expected(profile, first_slot, n):
-    """Per channel, the float32 values the meter produced for n slots from first_slot (unix)."""
-    p = Profile(profile)
-    out = {"power": [], "voltage": [], "current": [], "energy": []}
-    total_dj = 0
-    for k in range(n):
-        a = first_slot - wire.EPOCH_UNIX + k * INTERVAL
-        watts = [p.power_dw(t) for t in range(a, a + INTERVAL)]
-        volts = [voltage_cv(t) for t in range(a, a + INTERVAL)]
-        amps = [p.current_ma(w, v) for w, v in zip(watts, volts)]
-        total_dj += sum(watts)
-        out["power"].append(((2 * sum(watts) + INTERVAL) // (2 * INTERVAL)) / 10)
-        out["voltage"].append(((sum(volts) + INTERVAL // 2) // INTERVAL) / 100)
-        out["current"].append(((sum(amps) + INTERVAL // 2) // INTERVAL) / 1000)
-        out["energy"].append((total_dj // 36000) / 1000)
-    return {ch: np.array(v, dtype="<f4") for ch, v in out.items()}
-
-
 def all_committed(data, produced):
     """Whether commit.json holds `produced[node]` slots of every node's power feed."""
     try:
@@ -137,7 +115,7 @@ def test_a_plug_stopped_cleanly_sends_what_it_holds(broker, collectors, simnodes
     data = tmp_path / "data"
     collector = collectors(broker.url, data, commit_interval=300)
     collector.wait_for("listening on")
-    watch = Messages(broker, "live-watch", "wattlog/live/state")
+    watch = Recorder(broker, "wattlog/live/state", name="live-watch")
     start = aligned_past(120)
     live = int(time.time()) // INTERVAL * INTERVAL  # no slot from here on has ended yet
     try:

@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from helpers import SimNode, aligned_past, wattlog
+from helpers import aligned_past, wattlog
+from plugs import start_live
+from rig import SimPlug
 from wattlog.fleet.provision import OPERATOR
 
 
@@ -25,7 +27,7 @@ def test_a_plug_whose_login_is_refused_says_so(broker, tmp_path):
     config["broker"]["password"] = "not-the-password"
     wrong = tmp_path / "config.json"
     wrong.write_text(json.dumps(config))
-    node = SimNode(broker.port, "badpass", "--profile", "constant:500", "--speed", 20,
+    node = SimPlug(broker.port, "badpass", "--profile", "constant:500", "--speed", 20,
                    "--start", aligned_past(200), "--node-config", wrong)
     try:
         s = node.finish(timeout_s=60)
@@ -42,7 +44,6 @@ def test_wattlog_plug_with_a_user_that_may_not_switch_says_so(broker, simnodes, 
     """A user whose ACL lets it read every topic but switch nothing: `wattlog plug on` ends at
     once with a line saying the broker refused (MQTT 5's "Not authorized"), instead of waiting
     and saying the plug did not confirm."""
-    from test_control import start_live
     start_live(simnodes, broker, "refused-1")
     viewer = "wattlog-test-viewer"
     broker.client("viewer")  # makes the user, allowed everything...

@@ -6,12 +6,11 @@ real clock says why it runs in real time."""
 
 import json
 import os
-import time
 
 import pytest
 
 from helpers import aligned_past, wattlog
-from test_energy_promise import Messages
+from rig import Recorder
 
 
 def test_crashes_restart_then_safe_mode(broker, simnodes, tmp_path):
@@ -31,12 +30,7 @@ def test_crashes_restart_then_safe_mode(broker, simnodes, tmp_path):
 
 
 def test_a_broken_config_runs_on_defaults_and_says_why(broker, simnodes):
-    seen = []
-    c = broker.client("robust-test")
-    c.on_message = lambda cl, u, m: seen.append((m.topic, m.payload.decode()))
-    c.connect("127.0.0.1", broker.port)
-    c.subscribe("wattlog/odd/log")
-    c.loop_start()
+    c = Recorder(broker, "wattlog/odd/log", name="robust-test")
     try:
         node = simnodes(broker.port, "odd", "--start", aligned_past(600), "--speed", "max",
                         "--config", json.dumps({"interval_s": "ten", "colour": "red",
@@ -44,13 +38,10 @@ def test_a_broken_config_runs_on_defaults_and_says_why(broker, simnodes):
         s = node.finish()
         said = ("interval_s must be a int, not 'ten'; using 10", "config key 'colour' is unknown",
                 "power_gain = 9", "running uncalibrated")
-        deadline = time.monotonic() + 10
-        while not all(w in " | ".join(p for t, p in seen) for w in said):
-            assert time.monotonic() < deadline, seen  # the plug said them before it ended
-            time.sleep(0.05)
+        c.wait(lambda: all(w in c.text() for w in said), "the plug's words about its config",
+               10)  # it said them before it ended
     finally:
-        c.loop_stop()
-        c.disconnect()
+        c.close()
     assert s["interval_s"] == 10 and s["produced"] >= 60  # ran, on the default interval
 
 
@@ -77,12 +68,7 @@ def test_the_energy_total_survives_a_reset_and_a_power_cut(broker, simnodes, tmp
     the total resumes from RTC memory; after a power cut from the checkpoint, and the plug
     says on its log how much it may be missing."""
     flash = tmp_path / "flash"
-    seen = []
-    c = broker.client("energy-test")
-    c.on_message = lambda cl, u, m: seen.append((m.topic, m.payload.decode()))
-    c.connect("127.0.0.1", broker.port)
-    c.subscribe([("wattlog/steady/log", 1), ("wattlog/steady/status", 1)])
-    c.loop_start()
+    c = Recorder(broker, "wattlog/steady/log", "wattlog/steady/status", name="energy-test")
     try:
         run = lambda *extra: simnodes(broker.port, "steady", "--flash", flash, "--profile",
                                       "constant:2000", "--start", aligned_past(1800),
@@ -94,15 +80,12 @@ def test_the_energy_total_survives_a_reset_and_a_power_cut(broker, simnodes, tmp
         cut = run("--power-cut")
         assert cut["energy_from"] == "checkpoint"
         assert cut["energy_wh"] >= again["energy_wh"]  # the clean stop checkpointed it
-        deadline = time.monotonic() + 10  # a run's "offline" comes after all else it said
-        while seen.count(("wattlog/steady/status", "offline")) < 3:
-            assert time.monotonic() < deadline, seen
-            time.sleep(0.05)
+        c.wait(lambda: c.on("wattlog/steady/status").count("offline") >= 3,
+               "each run's \"offline\"", 10)  # a run's "offline" comes after all else it said
     finally:
-        c.loop_stop()
-        c.disconnect()
-    said = [p for t, p in seen if p.startswith("power cut")]
-    assert len(said) == 1 and "at most" in said[0] and "Wh" in said[0], seen
+        c.close()
+    said = [p for p in c.on("wattlog/steady/log") if p.startswith("power cut")]
+    assert len(said) == 1 and "at most" in said[0] and "Wh" in said[0], c.seen
 
 
 def started_at(pid):
@@ -123,7 +106,7 @@ def test_a_plug_without_ntp_takes_the_collector_s_clock(broker, collectors, simn
     stamped with."""
     collector = collectors(broker.url, tmp_path / "data", commit_interval=300)
     collector.wait_for("listening on")
-    watch = Messages(broker, "no-ntp-watch", "wattlog/no-ntp/state")
+    watch = Recorder(broker, "wattlog/no-ntp/state", name="no-ntp-watch")
     try:
         node = simnodes(broker.port, "no-ntp", "--rtc-unset", "--interval", 1, "--profile",
                         "constant:500")

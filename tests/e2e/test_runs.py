@@ -16,7 +16,7 @@ import os
 import sys
 
 from helpers import aligned_past, wattlog
-from test_link import Listener
+from rig import Recorder
 from wattnode import wire
 
 sys.path.append(os.path.join(os.path.dirname(__file__), "..", "..", "lib"))
@@ -38,15 +38,15 @@ def test_a_wash_is_found_and_announced_once_across_a_collector_killed_mid_run(
     spec = "washer:%s" % wire_hhmm(wash)
     config = tmp_path / "wattlog.toml"
     config.write_text('[tariff]\nprice = 0.30\n[runs]\nevent_max_age = "4h"\n')
-    events = Listener(broker, "wattlog/%s/event" % NODE)
-    state = Listener(broker, "wattlog/%s/run" % NODE)
+    events = Recorder(broker, "wattlog/%s/event" % NODE)
+    state = Recorder(broker, "wattlog/%s/run" % NODE)
     try:
         first = collectors(broker.url, tmp_path / "data", commit_interval=2,
                            args=["--config", config])
         first.wait_for("listening on")
         node = simnodes(broker.port, NODE, "--profile", spec, "--speed", "max", "--start",
                         start, "--ring-kib", "8")
-        state.wait("wattlog/%s/run" % NODE, lambda p: json.loads(p)["state"] == "running",
+        state.next("wattlog/%s/run" % NODE, lambda p: json.loads(p)["state"] == "running",
                    timeout_s=120)
         first.kill()                                        # mid-wash: SIGKILL
         second = collectors(broker.url, tmp_path / "data", commit_interval=2,
@@ -54,19 +54,19 @@ def test_a_wash_is_found_and_announced_once_across_a_collector_killed_mid_run(
         said = until(events, lambda p: json.loads(p)["event"] == "run_finished", 180)
         node.finish(timeout_s=180)
         assert second.stop() == 0
-        said += drain(events)
+        said += events.drain()
         for topic in ("homeassistant/device_automation/%s/run_started/config" % NODE,
                       "homeassistant/device_automation/%s/run_finished/config" % NODE,
                       "homeassistant/sensor/%s/run_state/config" % NODE,
                       "wattlog/%s/run" % NODE):
-            late = Listener(broker, topic)
-            assert late.wait(topic)[1] is True              # retained
+            late = Recorder(broker, topic)
+            assert late.next(topic)[1] is True              # retained
             late.close()
     finally:
         events.close()
         state.close()
-    assert not any(retain for _, _, retain in said)
-    said = [json.loads(p) for _, p, _ in said]
+    assert not any(m.retain for m in said)
+    said = [json.loads(p) for _, p in said]
     assert [e["event"] for e in said] == ["run_started", "run_finished"], said
     made, = truth.runs(spec, start - wire.EPOCH_UNIX, start - wire.EPOCH_UNIX + 5 * 3600)
     made_kwh = truth.energy_kwh(spec, *made)
@@ -94,18 +94,10 @@ def until(listener, match, timeout_s):
     out, deadline = [], time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            got = listener.q.get(timeout=0.2)
+            got = listener.get(0.2)
         except queue.Empty:
             continue
         out.append(got)
         if match(got[1]):
             return out
     raise AssertionError("no match within %.0f s; heard %s" % (timeout_s, out))
-
-
-def drain(listener):
-    """What the listener holds still, without waiting."""
-    out = []
-    while not listener.q.empty():
-        out.append(listener.q.get())
-    return out

@@ -7,27 +7,26 @@ topic, and the interval command's answer repeated it."""
 import json
 
 from helpers import aligned_past
-from test_energy_promise import Messages
-from test_link import Listener
+from rig import Recorder
 
 SECRET = "87654321"
 CONFIG = json.dumps({"wifi": {"ssid": "home", "password": int(SECRET)}})
 
 
 def test_no_message_log_answer_or_crash_log_holds_a_password(broker, simnodes, tmp_path):
-    everything = Messages(broker, "secret-watch", "#")
-    log = Listener(broker, "wattlog/sec-1/#")
+    everything = Recorder(broker, "#", name="secret-watch")
+    log = Recorder(broker, "wattlog/sec-1/#")
     try:
         node = simnodes(broker.port, "sec-1", "--profile", "constant:500", "--speed", "max",
                         "--start", aligned_past(60), "--then-realtime", "--config", CONFIG)
-        said, _ = log.wait("wattlog/sec-1/log", lambda p: b"wifi.password" in p)
+        said, _ = log.next("wattlog/sec-1/log", lambda p: b"wifi.password" in p)
         log.c.publish("wattlog/sec-1/cmd", json.dumps({"cmd": "interval", "interval_s": 30}),
                       qos=1)
-        answer, _ = log.wait("wattlog/sec-1/log", lambda p: p.startswith(b"cmd interval"))
-        log.wait("wattlog/sec-1/status", lambda p: p == b"offline")  # it reboots to apply it
-        log.wait("wattlog/sec-1/status", lambda p: p == b"online", timeout_s=20)
+        answer, _ = log.next("wattlog/sec-1/log", lambda p: p.startswith(b"cmd interval"))
+        log.next("wattlog/sec-1/status", lambda p: p == b"offline")  # it reboots to apply it
+        log.next("wattlog/sec-1/status", lambda p: p == b"online", timeout_s=20)
         log.c.publish("wattlog/sec-1/cmd", json.dumps({"cmd": "info"}), qos=1)
-        log.wait("wattlog/sec-1/log", lambda p: p.startswith(b"info {"))
+        log.next("wattlog/sec-1/log", lambda p: p.startswith(b"info {"))
         node.stop()
         flash = tmp_path / "flash"
         crashy = simnodes(broker.port, "sec-2", "--flash", flash, "--start", aligned_past(600),

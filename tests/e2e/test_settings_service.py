@@ -12,12 +12,11 @@ import os
 import re
 import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import time
 
 from helpers import aligned_past, wattlog
+from rig import Collector
 
 WATCHDOG_USEC = 2_000_000  # 2 s: the collector pings every 0.5 s
 
@@ -80,12 +79,12 @@ def test_a_collector_from_its_config_alone_tells_systemd_it_is_ready_alive_and_s
     config = write_config(tmp_path, broker, data)
     notify = NotifySocket()
     log_path = tmp_path / "journal.log"
-    with open(log_path, "w") as log:
-        st = os.fstat(log.fileno())
-        env = dict(os.environ, NOTIFY_SOCKET=notify.path, WATCHDOG_USEC=str(WATCHDOG_USEC),
-                   JOURNAL_STREAM="%d:%d" % (st.st_dev, st.st_ino))
-        proc = subprocess.Popen([sys.executable, "-m", "wattlog.cli", "collect", "--config",
-                                 str(config)], stdout=log, stderr=subprocess.STDOUT, env=env)
+    log_path.touch()  # the collector's stderr: this file, as journald's stream is to systemd
+    st = os.stat(log_path)
+    env = dict(os.environ, NOTIFY_SOCKET=notify.path, WATCHDOG_USEC=str(WATCHDOG_USEC),
+               JOURNAL_STREAM="%d:%d" % (st.st_dev, st.st_ino))
+    collector = Collector(config=config, log_path=log_path, env=env)
+    proc = collector.proc
     try:
         ready_at, ready = notify.wait_for("READY", "1", proc=proc)
         journal = log_path.read_text()
@@ -109,9 +108,7 @@ def test_a_collector_from_its_config_alone_tells_systemd_it_is_ready_alive_and_s
         assert stopping["STATUS"].startswith("stopping: committing"), stopping
         assert proc.wait(30) == 0, log_path.read_text()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        collector.kill()
         notify.close()
     feeds = wattlog("feeds", "--data", data)
     assert "plug-cfg" in feeds and "power" in feeds, feeds

@@ -11,7 +11,7 @@ import pytest
 
 import simnode
 from helpers import REPO, aligned_past, wattlog
-from test_energy_promise import Messages
+from rig import Recorder
 from wattlog.times import parse_time
 
 
@@ -19,7 +19,7 @@ def test_a_silent_chip_stores_missing_slots(broker, collectors, simnodes, tmp_pa
     """A CSE7766 plug whose chip sends nothing: every slot of its power feed is missing, and
     the plug says why on its log. (--faults used to be written after config.json: the chip
     kept reporting the load, 1502.9 W.)"""
-    log = Messages(broker, "faults-test", "wattlog/mute/log")
+    log = Recorder(broker, "wattlog/mute/log", name="faults-test")
     collector = collectors(broker.url, tmp_path / "data", commit_interval=300)
     collector.wait_for("listening on")
     try:
@@ -78,14 +78,14 @@ def test_the_provisioned_config_is_the_plugs_config(broker, tmp_path):
     the plug ran with Broadlink off.)"""
     import socket
     from wattlog.fleet import provision
-    from helpers import SimNode
+    from rig import SimPlug
     args = broker.node_args("bl-prov")
     provision.provision(broker.auth, ["bl-prov"], "127.0.0.1", broker.port, listen="127.0.0.1",
                         broadlink="read", progress=lambda text: None)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    node = SimNode(broker.port, "bl-prov", "--speed", "max", "--start", aligned_past(60),
+    node = SimPlug(broker.port, "bl-prov", "--speed", "max", "--start", aligned_past(60),
                    "--config", '{"broadlink_port": %d}' % port, *args)
     s = node.finish()
     assert s["broadlink"] == "read" and s["broadlink_counts"] is not None, s

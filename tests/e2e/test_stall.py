@@ -19,15 +19,15 @@ the broker accepted (a watching subscriber sees them) stored, which only a resen
 
 import json
 import os
-import queue
 import signal
 import time
 
 import pytest
 
 from broker import Broker
+from faultload import stored
 from helpers import aligned_past
-from test_faults import stored
+from rig import Recorder, wait_until
 from wattlog.fleet.provision import COLLECTOR
 from wattnode import wire
 
@@ -42,46 +42,24 @@ SMALL_QUEUES = "max_inflight_messages 2\nmax_queued_messages 2\n"
 DROPPED = "Outgoing messages are being dropped for client %s" % COLLECTOR
 
 
-class Watcher:
-    """A test user's client: every batch the broker routed (it reads the readings topic
-    like the collector, but never stops), and the plug's log."""
+def batches(watch):
+    """(seq, count, payload) of every batch the broker routed to the watcher (a test user: it
+    reads the readings topic like the collector, but never stops)."""
+    out = []
+    for topic, payload in list(watch.seen):
+        if topic.endswith("/readings"):
+            count, _, _, seq, _, _ = wire.decode_header(payload)
+            out.append((seq, count, payload))
+    return out
 
-    def __init__(self, broker, node):
-        self.batches = []    # (seq, count, payload)
-        self.logs = queue.Queue()
-        self.c = broker.client("watch-" + node)
-        self.c.on_message = self._on_message
-        self.c.connect("127.0.0.1", broker.port)
-        self.c.subscribe("wattlog/%s/#" % node, qos=1)
-        self.c.loop_start()
 
-    def _on_message(self, client, userdata, msg):
-        kind = msg.topic.split("/", 2)[2]
-        if kind == "readings":
-            count, _, _, seq, _, _ = wire.decode_header(msg.payload)
-            self.batches.append((seq, count, msg.payload))
-        elif kind == "log":
-            self.logs.put(msg.payload.decode())
-
-    def sent_top(self):
-        return max((seq + count for seq, count, _ in self.batches), default=0)
-
-    def close(self):
-        self.c.loop_stop()
-        self.c.disconnect()
+def sent_top(watch):
+    return max((seq + count for seq, count, _ in batches(watch)), default=0)
 
 
 def read(path):
     with open(path) as f:
         return f.read()
-
-
-def wait(condition, timeout_s, what):
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("%s: not within %.0f s" % (what, timeout_s))
-        time.sleep(0.1)
 
 
 def drop_the_tail(tmp_path, collectors, simnodes, node, config, while_stopped=None):
@@ -95,23 +73,24 @@ def drop_the_tail(tmp_path, collectors, simnodes, node, config, while_stopped=No
         data = tmp_path / "data"
         c = collectors(b.url, data, commit_interval=2, password_file=b.password_file(COLLECTOR))
         c.wait_for("listening on")
-        watch = Watcher(b, node)
+        watch = Recorder(b, "wattlog/%s/#" % node, name="watch-" + node)
         start = aligned_past(SLOTS * INTERVAL, INTERVAL)
         plug = simnodes(b.port, node, "--profile", "constant:500", "--interval", INTERVAL,
                         "--speed", SPEED, "--start", start, "--then-realtime",
                         "--batch-max", BATCH_MAX,
                         "--config", json.dumps(dict(config, batch_wait_s=600)), via=b)
-        wait(lambda: watch.batches, 30, "the plug's first batch")
+        wait_until("the plug's first batch", lambda: batches(watch), 30)
         os.kill(c.proc.pid, signal.SIGSTOP)
         try:
             def whole_batches():  # of the slots closed by now, those in whole batches
                 produced = (int(time.time()) // INTERVAL * INTERVAL - start) // INTERVAL
                 return produced - produced % BATCH_MAX
-            wait(lambda: watch.sent_top() >= whole_batches(), 60, "the plug catching up")
-            wait(lambda: DROPPED in read(b.log), 10, "mosquitto dropping for the collector")
+            wait_until("the plug catching up", lambda: sent_top(watch) >= whole_batches(), 60)
+            wait_until("mosquitto dropping for the collector", lambda: DROPPED in read(b.log),
+                       10)
         finally:
             os.kill(c.proc.pid, signal.SIGCONT)
-        accepted = {start + i * INTERVAL for i in range(watch.sent_top())}
+        accepted = {start + i * INTERVAL for i in range(sent_top(watch))}
         return b, plug, watch, data, accepted
     except BaseException:
         b.stop()
@@ -140,13 +119,10 @@ def wait_stored(data, node, accepted):
         time.sleep(0.2)
 
 
-def lacking_said(watch):
+def lacking_said(watch, node):
     """The plug's log line saying it sends again what the collector lacks, or None."""
-    while not watch.logs.empty():
-        line = watch.logs.get()
-        if "the collector lacks readings" in line:
-            return line
-    return None
+    return next((line for line in watch.logs(node) if "the collector lacks readings" in line),
+                None)
 
 
 def test_a_dropped_last_batch_is_sent_again_when_no_ack_comes(tmp_path, collectors, simnodes):
@@ -155,7 +131,7 @@ def test_a_dropped_last_batch_is_sent_again_when_no_ack_comes(tmp_path, collecto
     b, plug, watch, data, accepted = drop_the_tail(tmp_path, collectors, simnodes, "stall-t", {})
     try:
         wait_stored(data, "stall-t", accepted)
-        assert "no ack for them in 6 s" in (lacking_said(watch) or "")
+        assert "no ack for them in 6 s" in (lacking_said(watch, "stall-t") or "")
     finally:
         end(b, plug, watch)
 
@@ -166,17 +142,15 @@ def test_replays_do_not_hide_a_dropped_batch(tmp_path, collectors, simnodes):
     it that a commit went by without records the broker had accepted."""
     b, plug, watch, data, accepted = drop_the_tail(tmp_path, collectors, simnodes, "stall-r",
                                                    {"ack_timeout_s": 3600})
-    replayer = b.client("replay-stall-r")
-    replayer.connect("127.0.0.1", b.port)
-    replayer.loop_start()
-    old = watch.batches[0][2]
+    replayer = Recorder(b, name="replay-stall-r")
+    old = batches(watch)[0][2]
     try:
         deadline = time.monotonic() + BOUND_S
         while accepted - set(stored(data, "stall-r")) and time.monotonic() < deadline:
-            replayer.publish("wattlog/stall-r/readings", old, qos=1)
-            time.sleep(0.3)
+            replayer.publish("wattlog/stall-r/readings", old)
+            time.sleep(0.3)  # the pace of the replays, until the bounded loop ends
         wait_stored(data, "stall-r", accepted)
-        assert "a commit went by without them" in (lacking_said(watch) or "")
+        assert "a commit went by without them" in (lacking_said(watch, "stall-r") or "")
     finally:
-        replayer.loop_stop()
+        replayer.close()
         end(b, plug, watch)

@@ -11,6 +11,7 @@ import select
 import time
 
 from helpers import aligned_past
+from rig import Recorder
 
 NO_WIFI = "config.json has no wifi.ssid: this plug cannot join a network nor reach its broker"
 
@@ -51,23 +52,16 @@ def test_a_plug_without_wifi_says_so_at_every_boot(broker, simnodes):
 def test_a_plug_joins_only_the_network_its_config_names(broker, simnodes):
     """The network in range: it connects (its retained status says online). Another one: it
     never connects, and says nothing about a missing Wi-Fi (it has one)."""
-    watch = broker.client("wifi-watch")
-    seen = []
-    watch.on_message = lambda c, u, m: seen.append((m.topic, m.payload))
-    watch.connect("127.0.0.1", broker.port)
-    watch.subscribe("wattlog/+/status")
+    watch = Recorder(broker, "wattlog/+/status", name="wifi-watch")
     joins = simnodes(broker.port, "joins", "--wifi", "home,guest", "--config",
                      '{"wifi": {"ssid": "home", "password": "correct horse"}}',
                      "--speed", "max", "--start", aligned_past(300))
     elsewhere = simnodes(broker.port, "elsewhere", "--wifi", "home", "--config",
                          '{"wifi": {"ssid": "neighbour", "password": "correct horse"}}',
                          "--speed", "60", "--start", aligned_past(3600), "--crash-after", "30")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and ("wattlog/joins/status", b"online") not in seen:
-        watch.loop(0.2)
-    assert ("wattlog/joins/status", b"online") in seen
+    watch.wait(lambda: ("wattlog/joins/status", b"online") in watch.seen, "joins online", 60)
     out = read_until(elsewhere, lambda out: crashes(out))
     assert NO_WIFI not in out and crashes(out)[0]["connects"] == 0
-    assert ("wattlog/elsewhere/status", b"online") not in seen
-    watch.disconnect()
+    assert ("wattlog/elsewhere/status", b"online") not in watch.seen
+    watch.close()
     joins.stop()

@@ -6,12 +6,12 @@ flash or a missing device ends it with one line, never a traceback."""
 
 import hashlib
 import json
+import pathlib
 import subprocess
 import sys
 import time
 
-from test_build import REPO
-
+REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "lib"))
 
 from fakeboard import FakeBoard  # noqa: E402

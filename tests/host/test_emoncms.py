@@ -19,9 +19,11 @@ import datetime
 import json
 import math
 import os
+import pathlib
 import shutil
 import struct
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -74,10 +76,10 @@ def make_data(data_dir):
 class Server:
     """The emoncms routes on a real aiohttp server on a free loopback port, in a thread."""
 
-    def __init__(self, data_dir, timezone="Europe/Berlin"):
+    def __init__(self, data_dir, timezone="Europe/Berlin", reader=None):
         self.loop = asyncio.new_event_loop()
         app = web.Application()
-        add_routes(app, open_reader(str(data_dir)), timezone=timezone)
+        add_routes(app, reader or open_reader(str(data_dir)), timezone=timezone)
         self.runner = web.AppRunner(app)
         self.loop.run_until_complete(self.runner.setup())
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
@@ -102,13 +104,42 @@ class Server:
         self.loop.close()
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
+@pytest.fixture(scope="module", params=["phpfina", "postgresql"])
+def served(request, tmp_path_factory):
+    """(the server, the data directory, {(node, channel): feed id}). Served from the files, or
+    from PostgreSQL (the cluster's store, store/postgres.py) holding the same feeds, ids and
+    values, copied by `wattlog migrate`'s own code into a private server
+    (tools/lib/pgserver.py): every answer below must be the same from either."""
     data = tmp_path_factory.mktemp("emoncms")
     ids = make_data(data)
-    server = Server(data)
+    pg = reader = None
+    if request.param == "postgresql":
+        pg, reader = migrated(data)
+    server = Server(data, reader=reader)
     yield server, data, ids
     server.close()
+    if pg is not None:
+        pg.close()
+
+
+def migrated(data):
+    """(a private PostgreSQL holding what `data` holds, a PgReader on it); skipped where
+    PostgreSQL is not installed."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools" / "lib"))
+    pgserver = pytest.importorskip("pgserver")
+    from wattlog.store.migrate import Source, Target, migrate
+    from wattlog.store.postgres import PgReader
+    try:
+        pg = pgserver.PgServer().start()
+    except RuntimeError as e:
+        pytest.skip("no PostgreSQL here (%s): tools/setup installs it" % e)
+    source, target = Source(str(data)), Target(pg.dsn, pg.password)
+    try:
+        migrate(source, target)
+    finally:
+        source.close()
+        target.close()
+    return pg, PgReader(pg.dsn, pg.password)
 
 
 # -- a literal reading of emoncms's PHP, one slot and one point at a time ---------------------

@@ -106,7 +106,7 @@ def test_a_damaged_firmware_file_is_one_line_and_the_collector_starts_afresh(dat
 def test_the_http_api_carries_the_last_update(tmp_path):
     """/api/plugs/<node> and /api/plugs give the plug's last update result as it reported it
     on ota/status (through plugwatch.py), beside its firmware version."""
-    from test_api import Served
+    from served import Served
     s = Served(tmp_path)
     try:
         s.watch.take("homeassistant/device/plug-1/config", config("0.1.0"))

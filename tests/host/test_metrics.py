@@ -15,7 +15,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families
 
 from batches import T0
-from test_api import COMMITTED, PENDING, TOKEN, Served
+from served import COMMITTED, PENDING, TOKEN, Served
 from wattlog.bridges.influx import Schema, Target, WriteFailed, Writer
 from wattlog.bridges.sink import Sink
 

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from test_api import Served
+from served import Served
 from wattlog.serve.web import page
 
 

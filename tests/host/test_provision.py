@@ -13,11 +13,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
+from terminal import at_a_terminal
 from wattlog import cli
 from wattlog.fleet.provision import (CLIENTS, COLLECTOR, HOMEASSISTANT, OPERATOR, OTA_USERS,
                                      ProvisionError, broker_access_command, broker_gid,
@@ -280,36 +280,6 @@ def test_a_wifi_password_is_read_from_a_file_or_asked_never_taken_from_the_comma
     assert "typed at the prompt" not in said  # getpass does not echo it
     cfg = json.loads((d / "nodes" / "plug-a" / "config.json").read_text())
     assert cfg["wifi"] == {"ssid": "home", "password": "typed at the prompt"}
-
-
-def at_a_terminal(argv, answers, env=None):
-    """Run argv on a pseudo-terminal, answering each password prompt in turn; (exit status,
-    everything the terminal showed)."""
-    import pty
-    import select
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execve(argv[0], argv, os.environ if env is None else env)
-    shown, answers, answered = b"", list(answers), 0
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if not select.select([fd], [], [], 1)[0]:
-            continue
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:  # the child has gone: EIO on Linux
-            break
-        if not chunk:
-            break
-        shown += chunk
-        if answers and shown[answered:].rstrip().endswith(b":"):  # a new prompt
-            os.write(fd, answers.pop(0).encode() + b"\n")
-            answered = len(shown)
-    else:
-        os.kill(pid, 9)  # it never ended: the assertions below say what it showed
-    _, status = os.waitpid(pid, 0)
-    os.close(fd)
-    return os.waitstatus_to_exitcode(status), shown.decode(errors="replace")
 
 
 @pytest.fixture

@@ -16,17 +16,18 @@ Summaries are brought up to date after the first commit, as the collector's loop
 """
 
 import math
+import pathlib
 import sys
 
 import numpy as np
 import pytest
 
 from batches import T0, batch
-from test_build import REPO
 from wattlog.complaints import Complaints
 from wattlog.store import open_reader
 from wattlog.store.files import Store
 
+REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "lib"))
 
 COMMITTED, PENDING = 60, 20

@@ -36,14 +36,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(REPO, "tools", "bench"))
 sys.path.insert(0, os.path.join(REPO, "tools", "lib"))
 
-from broker import Broker, free_port  # noqa: E402
-from influxd import wait_logged  # noqa: E402
+from broker import Broker  # noqa: E402
 from query import QUESTIONS, START, YEAR_SLOTS, year_of_data  # noqa: E402
 from writeload import COMMIT_S, SPEED, sped_up_plugs, stop  # noqa: E402
+from rig import Collector  # noqa: E402
 from wattlog.serve.app import Api, Server  # noqa: E402
 from wattlog.complaints import Complaints  # noqa: E402
 from wattlog.serve.plugwatch import PlugWatch  # noqa: E402
-from wattlog.fleet.provision import COLLECTOR  # noqa: E402
 from wattlog.store.query import Engine  # noqa: E402
 from wattlog.store.files import Store  # noqa: E402
 from wattnode import wire  # noqa: E402
@@ -202,18 +201,14 @@ def under_load(plugs, seconds, rate, conns):
     fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.write(fd, (TOKEN + "\n").encode())
     os.close(fd)
-    port = free_port()
-    log = open(os.path.join(work, "collector.log"), "w")
-    collector = subprocess.Popen(
-        [sys.executable, "-m", "wattlog.cli", "collect", "--broker", broker.url,
-         "--password-file", broker.password_file(COLLECTOR), "--data", os.path.join(work, "data"),
-         "--commit-interval", str(COMMIT_S), "--status-interval", "60",
-         "--listen", "127.0.0.1:%d" % port, "--http-token-file", token_file],
-        stdout=log, stderr=log)
+    c = Collector(broker.url, os.path.join(work, "data"), commit_interval=COMMIT_S,
+                  status_interval=60, listen=True, args=["--http-token-file", token_file],
+                  log_path=os.path.join(work, "collector.log"))
+    port, collector = c.port, c.proc
     nodes = []
     watcher = None
     try:
-        wait_logged(collector, log.name, "listening on")
+        c.wait_for("listening on")
         watcher = Watcher(broker)
         nodes = sped_up_plugs(broker, plugs, 2 * seconds + 3 * COMMIT_S, SPEED)
         time.sleep(COMMIT_S * 3)  # the plugs connected and sending: the spans measure a steady state

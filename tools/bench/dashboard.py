@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,8 +35,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(REPO, "tools", "lib"))
 
 from broker import Broker, free_port  # noqa: E402
+from rig import Collector  # noqa: E402
 from history import write_history  # noqa: E402
-from wattlog.fleet.provision import COLLECTOR  # noqa: E402
 
 YEAR_SLOTS = 365 * 8640
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -203,12 +202,9 @@ def main():
             written = n
             port = free_port()
             log = os.path.join(work, "collector-%d.log" % n)
-            with open(log, "w") as log_file:
-                collector = subprocess.Popen(
-                    [sys.executable, "-m", "wattlog.cli", "collect", "--broker", broker.url,
-                     "--password-file", broker.password_file(COLLECTOR), "--data", data,
-                     "--listen", "127.0.0.1:%d" % port], stdout=log_file,
-                    stderr=subprocess.STDOUT)
+            c = Collector(broker.url, data, commit_interval=300, status_interval=60, listen=port,
+                          log_path=log)  # its own defaults
+            collector = c.proc
             url = "http://127.0.0.1:%d/" % port
             wait_for_plugs(url, n, collector, log)
             with sync_playwright() as pw:

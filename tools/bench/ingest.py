@@ -29,7 +29,6 @@ import os
 import shutil
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -41,8 +40,8 @@ sys.path.insert(0, os.path.join(REPO, "tools", "lib"))
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
 from broker import Broker  # noqa: E402
-from influxd import influxd, wait_logged  # noqa: E402
-from wattlog.fleet.provision import COLLECTOR  # noqa: E402
+from influxd import influxd  # noqa: E402
+from rig import Collector  # noqa: E402
 from wattnode import wire  # noqa: E402
 
 RECORDS = 64
@@ -167,32 +166,27 @@ def run_wattlog(payloads, work, wrap=(), runs=True):
     config = os.path.join(work, "wattlog.toml")
     with open(config, "w") as f:
         f.write("[runs]\nenabled = %s\n" % ("true" if runs else "false"))
-    log = open(os.path.join(work, "collector.log"), "w")
-    collector = subprocess.Popen(
-        [sys.executable] + list(wrap) + ["-m", "wattlog.cli", "collect", "--config", config,
-         "--broker", broker.url,
-         "--password-file", broker.password_file(COLLECTOR), "--data", data,
-         "--commit-interval", "1", "--status-interval", "5"], stdout=log, stderr=log)
+    c = Collector(broker.url, data, config=config, commit_interval=1, status_interval=5,
+                  wrap=wrap, log_path=os.path.join(work, "collector.log"))
     try:
-        wait_logged(collector, log.name, "listening on")
+        c.wait_for("listening on")
         streams = {node: connect_raw(broker.port, node, broker.creds[node], payloads[node])
                    for node in nodes}
-        cpu0 = cpu_s(collector.pid)
+        cpu0 = cpu_s(c.proc.pid)
         t0 = time.monotonic()
         sender = threading.Thread(target=blast, args=(streams,))
         sender.start()
         want = {n: len(payloads[n]) * RECORDS for n in nodes}
         deadline = time.monotonic() + 600
         while acked(data) != want:
-            if time.monotonic() > deadline or collector.poll() is not None:
-                raise SystemExit("not all readings were acknowledged: see %s" % log.name)
+            if time.monotonic() > deadline or not c.running():
+                raise SystemExit("not all readings were acknowledged: see %s" % c.log_path)
             time.sleep(0.02)
         elapsed = time.monotonic() - t0
-        cpu = cpu_s(collector.pid) - cpu0
+        cpu = cpu_s(c.proc.pid) - cpu0
         sender.join()
     finally:
-        collector.terminate()
-        collector.wait(30)
+        c.stop()
         broker.stop()
     found = 0
     if runs:

@@ -33,6 +33,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(REPO, "tools", "lib"))
 
 from broker import Broker  # noqa: E402
+from rig import Collector, SimPlug  # noqa: E402
 from otabuilds import Builds  # noqa: E402
 from wattlog.fleet.provision import OPERATOR  # noqa: E402
 
@@ -76,19 +77,13 @@ def one(kind, trial_s, builds, work):
     build = builds.failing(kind.replace(" ", "-"), "0.5.0-bench", kind)
     with Broker(os.path.join(work, "mosquitto")) as b:
         data = os.path.join(work, "data")
-        with open(os.path.join(work, "collector.log"), "w") as log:
-            collector = subprocess.Popen(
-                [sys.executable, "-m", "wattlog.cli", "collect", "--broker", b.url,
-                 "--password-file", b.password_file("wattlog-collector"), "--data", data,
-                 "--status-interval", "2"], stdout=log, stderr=subprocess.STDOUT)
+        collector = Collector(b.url, data, log_path=os.path.join(work, "collector.log"))
         start = int(time.time()) - 60
         flash = os.path.join(work, "flash")
         os.makedirs(flash)
-        plug = subprocess.Popen(
-            [os.path.join(REPO, "tools", "simnode"), "--id", NODE, "--broker",
-             "127.0.0.1:%d" % b.port, "--profile", "constant:500", "--speed", "max",
-             "--start", str(start - start % INTERVAL_S), "--then-realtime", "--flash", flash]
-            + b.node_args(NODE), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        plug = SimPlug(b.port, NODE, "--profile", "constant:500", "--speed", "max", "--start",
+                       start - start % INTERVAL_S, "--then-realtime", "--flash", flash,
+                       broker=b).proc
         watch = Watch(b)
         try:
             return _update(kind, trial_s, b, build, watch, plug, data)
@@ -97,8 +92,7 @@ def one(kind, trial_s, builds, work):
             if plug.poll() is None:
                 plug.send_signal(signal.SIGTERM)
             plug.communicate(timeout=60)
-            collector.send_signal(signal.SIGTERM)
-            collector.wait(60)
+            collector.stop(60)
 
 
 def _update(kind, trial_s, b, build, watch, plug, data):

@@ -22,7 +22,6 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -35,12 +34,12 @@ sys.path.insert(0, os.path.join(REPO, "lib"))
 import paho.mqtt.client as mqtt  # noqa: E402
 
 from broker import Broker  # noqa: E402
-from influxd import Influxd, wait_logged  # noqa: E402
+from rig import Collector  # noqa: E402
+from influxd import Influxd  # noqa: E402
 from wattlog.store.commit import Committer  # noqa: E402
 from wattlog.complaints import Complaints  # noqa: E402
 from wattlog.bridges.influx import Schema, Target, Writer  # noqa: E402
 from wattlog.store.nodes import parse_ack  # noqa: E402
-from wattlog.fleet.provision import COLLECTOR  # noqa: E402
 from wattlog.bridges.sink import Sink  # noqa: E402
 from wattnode import wire  # noqa: E402
 
@@ -134,14 +133,11 @@ class Plug:
 
 
 def collector(broker, data, log_path, extra=()):
-    log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "wattlog.cli", "collect", "--broker", broker.url,
-         "--password-file", broker.password_file(COLLECTOR), "--data", data,
-         "--commit-interval", "1", "--status-interval", "60"] + list(extra),
-        stdout=log, stderr=log)
-    wait_logged(proc, log_path, "listening on", 120)
-    return proc
+    """`wattlog collect` committing every second (rig.Collector), listening; its process."""
+    c = Collector(broker.url, data, commit_interval=1, status_interval=60, args=extra,
+                  log_path=log_path)
+    c.wait_for("listening on", 120)
+    return c.proc
 
 
 def summary(latencies):

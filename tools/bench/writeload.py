@@ -23,8 +23,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(REPO, "tools", "lib"))
 
 from broker import Broker  # noqa: E402
-from influxd import wait_logged  # noqa: E402
-from wattlog.fleet.provision import COLLECTOR  # noqa: E402
+from rig import Collector  # noqa: E402
 
 COMMIT_S = 2.0
 SPEED = 150            # 15 readings a second a plug: 300 s of readings in each 2 s commit
@@ -71,15 +70,13 @@ def run(tree, work, plugs, seconds):
                               capture_output=True, text=True,
                               env=dict(os.environ, PYTHONPATH="%s/host:%s/lib" % (tree, tree))).stdout
     extra = ["--summary-interval", str(FLUSH_S)] if "--summary-interval" in helptext else []
-    log = open(os.path.join(work, "collector.log"), "w")
-    collector = subprocess.Popen(
-        [sys.executable, "-m", "wattlog.cli", "collect", "--broker", broker.url,
-         "--password-file", broker.password_file(COLLECTOR), "--data", data,
-         "--commit-interval", str(COMMIT_S), "--status-interval", "60"] + extra,
-        stdout=log, stderr=log, env=dict(os.environ, PYTHONPATH="%s/host:%s/lib" % (tree, tree)))
+    c = Collector(broker.url, data, commit_interval=COMMIT_S, status_interval=60, args=extra,
+                  log_path=os.path.join(work, "collector.log"),
+                  env=dict(os.environ, PYTHONPATH="%s/host:%s/lib" % (tree, tree)))
+    collector = c.proc
     nodes = []
     try:
-        wait_logged(collector, log.name, "listening on")
+        c.wait_for("listening on")
         nodes = sped_up_plugs(broker, plugs, seconds)
         time.sleep(seconds)  # the load is what a span of time costs: this bench runs that span
         written = write_bytes(collector.pid)

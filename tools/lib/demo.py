@@ -52,11 +52,12 @@ import sys
 import tempfile
 import time
 
-from broker import Broker, free_port, terminate_with_parent
+from broker import Broker, terminate_with_parent
 from demoplugs import PLUG_STOP_S, Plug, replay_line, replay_starts, speed_for
 from demoview import Watch, plot, progress_bar
+from rig import Collector
 from wattlog.store import datalock
-from wattlog.fleet.provision import COLLECTOR, OPERATOR
+from wattlog.fleet.provision import OPERATOR
 
 PROFILES = ("washer", "fridge", "heatpump")
 DEFAULT_DATA = "demo-data"
@@ -176,23 +177,19 @@ def parse_args():
 
 
 def start_collector(broker, data, logs):
-    """`wattlog collect` in a session of its own, with the HTTP side (the dashboard) on a free
-    loopback port and its token in a file made 0600 from the start (the page asks for it
-    once, to switch relays); (process, port, token file)."""
-    http_port = free_port()
+    """`wattlog collect` (rig.Collector) in a session of its own, with the HTTP side (the
+    dashboard) on a free loopback port and its token in a file made 0600 from the start (the
+    page asks for it once, to switch relays); (process, port, token file)."""
     token_file = os.path.join(logs, "http.token")
     fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.write(fd, (secrets.token_urlsafe(24) + "\n").encode())
     os.close(fd)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "wattlog.cli", "collect", "--broker", broker.url,
-         "--password-file", broker.password_file(COLLECTOR), "--data", data,
-         "--commit-interval", "60", "--status-interval", "10",
-         "--listen", "127.0.0.1:%d" % http_port, "--http-token-file", token_file,
-         "--operator-password-file", broker.password_file(OPERATOR)],
-        stdout=subprocess.DEVNULL, stderr=open(os.path.join(logs, "collector.log"), "w"),
-        start_new_session=True, preexec_fn=terminate_with_parent)
-    return proc, http_port, token_file
+    c = Collector(broker.url, data, commit_interval=60, status_interval=10, listen=True,
+                  log_path=os.path.join(logs, "collector.log"), new_session=True,
+                  preexec_fn=terminate_with_parent,
+                  args=["--http-token-file", token_file,
+                        "--operator-password-file", broker.password_file(OPERATOR)])
+    return c.proc, c.port, token_file
 
 
 def run(args, plugs, collector, broker, watch, began, stop, logs):

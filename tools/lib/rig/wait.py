@@ -1,0 +1,20 @@
+"""wait.py - the one bounded wait every rig part and test uses: poll a predicate until it is
+truthy and return that value, or fail saying what was waited for and what was seen last."""
+
+import time
+
+
+def wait_until(what, predicate, timeout_s=60.0, poll_s=0.1, alive=None):
+    """predicate() until it is truthy (its value), for at most timeout_s; alive(), when given,
+    is called between polls and raises when what the wait depends on has died."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while True:
+        last = predicate()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            raise AssertionError("waited %.0f s for %s (last: %r)" % (timeout_s, what, last))
+        if alive is not None:
+            alive()
+        time.sleep(poll_s)
