@@ -7,11 +7,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
-from broker import free_port
+from rig import wait_until
 from wattlog.fleet.provision import OPERATOR
 
 
@@ -62,15 +61,12 @@ def test_a_wrong_operator_password_is_said_alike_by_plug_ota_and_the_http_relay(
     token = tmp_path / "http.token"
     token.write_text("a-test-token-of-32-characters-xx\n")
     os.chmod(token, 0o600)
-    port = free_port()
-    c = collectors(broker.url, tmp_path / "data", args=(
-        "--listen", "127.0.0.1:%d" % port, "--http-token-file", token,
-        "--operator-password-file", wrong))
+    c = collectors(broker.url, tmp_path / "data", listen=True, args=(
+        "--http-token-file", token, "--operator-password-file", wrong))
     c.wait_for("listening on")
-    deadline = time.monotonic() + 20  # the collector hears the retained status at once
-    while b'"online"' not in heard(port):
-        assert time.monotonic() < deadline, heard(port)
-        time.sleep(0.1)
+    port = c.port
+    # its retained status: heard at once
+    wait_until("the plug heard online", lambda: b'"online"' in heard(port), 20)
     req = urllib.request.Request("http://127.0.0.1:%d/api/plugs/any-plug/relay" % port,
                                  data=json.dumps({"relay": "ON"}).encode(), method="POST",
                                  headers={"Authorization": "Bearer a-test-token-of-32-characters-xx"})

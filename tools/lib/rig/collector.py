@@ -21,6 +21,7 @@ import sys
 from broker import Broker, free_port
 from rig.wait import wait_until
 
+
 class Collector:
     def __init__(self, url=None, data=None, commit_interval=None, password_file=None, args=(),
                  *, config=None, store=None, listen=None, status_interval=None, log_path=None,
