@@ -14,6 +14,9 @@ from rig import wait_until
 from wattlog.fleet.provision import OPERATOR
 
 
+TOKEN = "a-test-token-of-32-characters-xx"
+
+
 def refused(port):
     return ("the broker at 127.0.0.1:%d refused the login of %s (Not authorized): check the "
             "user name and its password file" % (port, OPERATOR))
@@ -59,7 +62,7 @@ def test_a_wrong_operator_password_is_said_alike_by_plug_ota_and_the_http_relay(
     assert rc == 1 and said[-1] == "wattlog ota: " + refused(broker.port), said
 
     token = tmp_path / "http.token"
-    token.write_text("a-test-token-of-32-characters-xx\n")
+    token.write_text(TOKEN + "\n")
     os.chmod(token, 0o600)
     c = collectors(broker.url, tmp_path / "data", listen=True, args=(
         "--http-token-file", token, "--operator-password-file", wrong))
@@ -69,7 +72,7 @@ def test_a_wrong_operator_password_is_said_alike_by_plug_ota_and_the_http_relay(
     wait_until("the plug heard online", lambda: b'"online"' in heard(port), 20)
     req = urllib.request.Request("http://127.0.0.1:%d/api/plugs/any-plug/relay" % port,
                                  data=json.dumps({"relay": "ON"}).encode(), method="POST",
-                                 headers={"Authorization": "Bearer a-test-token-of-32-characters-xx"})
+                                 headers={"Authorization": "Bearer " + TOKEN})
     try:
         urllib.request.urlopen(req, timeout=30)
         raise AssertionError("the relay was switched with a refused login")
