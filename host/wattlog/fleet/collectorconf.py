@@ -23,9 +23,9 @@ def _local_zone():
         return "UTC"
 
 
-def collector_config(path, url, tls, base="wattlog", extra=""):
-    """wattlog.toml for a collector that logs in as wattlog-collector (settings.py); `extra`:
-    more settings at the top (a cluster's store) and tables at the end (its [cluster])."""
+def collector_config(path, url, tls, base="wattlog", top="", tables=""):
+    """wattlog.toml for a collector that logs in as wattlog-collector (settings.py); `top`:
+    more settings (a cluster's store), `tables`: more tables at the end (its [cluster])."""
     return """# wattlog.toml - the collector's settings: wattlog collect --config %(path)s
 # Written once by `wattlog provision`; yours to edit, it is never rewritten. Every key may be
 # left out (settings.py lists them and their defaults); a command-line flag wins over it.
@@ -35,7 +35,7 @@ broker = "%(url)s"
 password_file = "%(password)s"
 %(ca)sbase_topic = "%(base)s"
 data = "/var/lib/wattlog"
-commit_interval = 300        # seconds readings may wait in memory before they are written
+%(top)scommit_interval = 300        # seconds readings may wait in memory before they are written
 summary_interval = "6h"      # how often the query summaries are written
 timezone = "%(zone)s"      # whose days, weeks and months the energy figures count
 
@@ -55,7 +55,8 @@ operator_password_file = "%(operator)s"  # relay switching logs in as wattlog-op
 """ % {"path": os.path.abspath(path), "url": url,
        "password": os.path.basename(password_file("", COLLECTOR)),
        "ca": 'ca = "ca.crt"\n' if tls else "", "base": base, "zone": _local_zone(),
-       "token": TOKEN_FILE, "operator": os.path.basename(password_file("", OPERATOR))} + extra
+       "token": TOKEN_FILE, "operator": os.path.basename(password_file("", OPERATOR)),
+       "top": top} + tables
 
 
 def collector_host(host, listen, tls):

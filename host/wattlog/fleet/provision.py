@@ -1,7 +1,8 @@
 """provision.py - `wattlog provision`: credentials, ACL and node configs for a locked-down broker.
 
     wattlog provision [--dir DIR] [--broker-host HOST] [--wifi-ssid NAME [--wifi-password-file F]]
-                      [--ntp-host HOST] [--port N] [--listen ADDR] [--tls] NODE...
+                      [--ntp-host HOST] [--port N] [--listen ADDR] [--tls]
+                      [--cluster HOST,HOST,HOST [--partitions P] [--nats-store DIR]] NODE...
 
 Writes into DIR (kept between runs: provisioning again adds nodes and keeps every existing
 password, so configured plugs keep working; provision.json remembers the broker's address,
@@ -23,6 +24,8 @@ repeat them):
                        is never overwritten
   with --tls: ca.crt, ca.key, server.crt, server.key (tls.py), the listener on 8883 with them,
   and "ca": "ca.crt" in the node configs (copy ca.crt onto the plug too).
+  with --cluster: nats-<i>.conf for each NATS node and wattlog-cluster.toml (natsfiles.py),
+  and each plug's broker host the list of the nodes' MQTT gateways ("host:port").
 
 This module only orders the steps and remembers the settings; each kind of file has its own.
 """
@@ -36,6 +39,8 @@ from wattlog.fleet.collectorconf import (CONFIG_FILE, TOKEN_FILE, broker_url, co
 from wattlog.fleet.logins import (CLIENTS, COLLECTOR, HOMEASSISTANT, NOT_NODES, OPERATOR,
                                   OTA_USERS, ProvisionError, acl_text, create_once, credentials,
                                   nodes_of, password_file)
+from wattlog.fleet.natsfiles import (CLUSTER_CONFIG_FILE, gateways, node_spec, parse_nodes,
+                                     write_cluster)
 from wattlog.fleet.mosquittofiles import (BROKER_GROUP, broker_access_command, broker_gid,
                                           mosquitto_conf, passwd_tool, share_dir, write_passwd)
 from wattlog.fleet.plugconfig import (BROADLINK_MODES, WIFI_PASSWORD_FILE, ota_key_file,
@@ -84,7 +89,7 @@ def _check(directory, nodes, broker_host, ntp_host, wifi, broadlink):
 
 def provision(directory, nodes, broker_host=None, port=None, tls=False, listen=None,
               base="wattlog", ha_prefix="homeassistant", progress=print, broadlink=None,
-              wifi=None, ntp_host=None):
+              wifi=None, ntp_host=None, cluster=None, partitions=None, nats_store=None):
     """Returns {user: password} for everything provisioned so far. The broker's address, port,
     listen address, TLS, the Wi-Fi's name and the time server are remembered (provision.json):
     a later run without them keeps them, and one that changes them rewrites every plug's
@@ -92,8 +97,17 @@ def provision(directory, nodes, broker_host=None, port=None, tls=False, listen=N
     wifi.password, 0600); ntp_host: the plugs' time server (default: the broker's host, the Pi:
     no plug needs the internet). broadlink ("off", "read" or "control": the plug's SP3S
     protocol, wattnode/broadlink.py) is set in the named plugs' config.json; without it each
-    keeps the mode its config.json has."""
+    keeps the mode its config.json has. cluster: the NATS nodes, "HOST[:MQTT[:NATS[:ROUTE]]]"
+    each (natsfiles.py; the broker's host defaults to the first's), with `partitions` (64)
+    and their JetStream store `nats_store`."""
     saved = _saved(directory)
+    cluster = cluster if cluster is not None else saved.get("cluster")
+    first = parse_nodes(cluster, 1883)[0][0] if cluster else None  # checked before writing
+    if first and broker_host is None and not saved.get("broker_host"):
+        broker_host = first
+    if partitions is not None and not 1 <= partitions <= 4096:
+        raise ProvisionError("--partitions %d: give a whole number from 1 to 4096 (the "
+                             "collectors' [cluster] partitions)" % partitions)
     broker_host = saved.get("broker_host") if broker_host is None else broker_host
     _check(directory, nodes, broker_host, ntp_host, wifi, broadlink)
     tool = passwd_tool()
@@ -112,27 +126,38 @@ def provision(directory, nodes, broker_host=None, port=None, tls=False, listen=N
     port = port or saved.get("port") or (8883 if tls else 1883)
     listen = listen or saved.get("listen")
     ntp_host = ntp_host or saved.get("ntp_host") or broker_host
+    peers = parse_nodes(cluster, port) if cluster else None
+    more = {}
+    if peers:
+        more = {"cluster": [node_spec(p) for p in peers],
+                "partitions": partitions or saved.get("partitions") or 64,
+                "nats_store": nats_store or saved.get("nats_store") or NATS_STORE}
     nodes, ssid, moved = _remembered(directory, saved, nodes, creds, progress, wifi,
                                      broker_host=broker_host, port=port, tls=tls, listen=listen,
-                                     ntp_host=ntp_host)
+                                     ntp_host=ntp_host, **more)
     if tls:
-        make_tls(directory, broker_host, gid)
+        make_tls(directory, broker_host, gid, [p[0] for p in peers or ()])
     durable.write_bytes(os.path.join(directory, "mosquitto.conf"),
                         mosquitto_conf(directory, port, listen, tls).encode(), mode=shared,
                         group=gid)
     os.makedirs(os.path.join(directory, "nodes"), mode=0o700, exist_ok=True)
     for node in nodes:
-        broker = {"host": broker_host, "port": port, "user": node, "password": creds[node],
+        broker = {"host": gateways(peers) if peers else broker_host, "port": port, "user": node, "password": creds[node],
                   "ca": "ca.crt" if tls else None}
         write_node(directory, node, broker, base, ntp_host, ssid, broadlink)
     config = os.path.join(directory, CONFIG_FILE)
     url = broker_url(COLLECTOR, collector_host(broker_host, listen, tls), port, tls)
     if not create_once(config, collector_config(config, url, tls, base).encode()) and moved:
         progress("%s is yours and is kept as it is: set broker = \"%s\" in it" % (config, url))
+    if peers:
+        write_cluster(directory, peers, creds, acl_text(creds, base, ha_prefix),
+                      more["partitions"], more["nats_store"], base, tls, progress)
     return creds
 
 
-_FIELD = {"port": "port", "broker host": "broker_host", "time server": "ntp_host"}
+_FIELD = {"port": "port", "broker host": "broker_host", "time server": "ntp_host",
+          "cluster's nodes": "cluster"}
+NATS_STORE = "/var/lib/nats/wattlog"  # each node's JetStream files (the user nats's)
 
 
 def _remembered(directory, saved, nodes, creds, progress, wifi, **now):
@@ -146,8 +171,8 @@ def _remembered(directory, saved, nodes, creds, progress, wifi, **now):
         ssid = wifi[0]
     else:
         wifi_changed, ssid = False, saved.get("wifi_ssid")
-    moved = [k for k in ("port", "broker host")
-             if saved.get(_FIELD[k], now[_FIELD[k]]) != now[_FIELD[k]]]
+    moved = [k for k in ("port", "broker host", "cluster's nodes")
+             if saved.get(_FIELD[k], now.get(_FIELD[k])) != now.get(_FIELD[k])]
     changed = moved + ["time server"] * (saved.get("ntp_host", now["ntp_host"]) !=
                                          now["ntp_host"]) + ["Wi-Fi"] * wifi_changed
     if saved and "ntp_host" not in saved:  # provisioned by a wattlog that set no time server
@@ -214,6 +239,12 @@ def main_text(creds, directory, program, systemd=None):
               % (os.path.join(directory, "nodes", "<plug>", "config.json"),
                  repr(used["wifi_ssid"]) if used.get("wifi_ssid") else "NOT SET",
                  used.get("ntp_host"))]
+    if used.get("cluster"):
+        lines += ["  NATS cluster: copy %s to node i as /etc/nats-server.conf (JetStream in %s, "
+                  "owned by the user nats), then sudo systemctl restart nats-server on each"
+                  % (os.path.join(directory, "nats-<i>.conf"), used.get("nats_store")),
+                  "  cluster collectors: %s (set its store; README \"Past one Pi\")"
+                  % os.path.join(directory, CLUSTER_CONFIG_FILE)]
     command = broker_access_command(directory)
     if command:
         lines.append("  mosquitto (group %s) cannot read these files yet; as root, run:\n%s"
