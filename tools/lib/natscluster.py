@@ -83,7 +83,8 @@ class NatsCluster:
         for k in range(len(self.peers)) if i is None else [i]:
             log = open(os.path.join(self.dir, "nats-%d.log" % (k + 1)), "a")
             self.procs[k] = subprocess.Popen(["nats-server", "-c", self.confs[k]], stdout=log,
-                                             stderr=subprocess.STDOUT, start_new_session=True)
+                                             stderr=subprocess.STDOUT, start_new_session=True,
+                                             preexec_fn=getattr(self, "preexec", None))
             log.close()
         for k in range(len(self.peers)) if i is None else [i]:
             wait_for_port(self.peers[k][1], START_S, self.procs[k])
