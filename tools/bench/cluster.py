@@ -90,11 +90,13 @@ def measure(plugs, roles, args):
     elapsed = plugs.run(args.batches)
     batches = args.batches * len(plugs.plugs)
     out.update(batches_s=batches / elapsed, readings_s=batches * RECORDS / elapsed,
-               seconds=elapsed)
+               seconds=elapsed, acks_batch=plugs.acks() / batches)
     for role, pids in roles.items():
         out["cpu_" + role] = (cpu_s(pids()) - before[role]) / batches * 1e3  # ms a batch
     count = max(1, int(args.paced_rate * args.paced_s / len(plugs.plugs)))
-    plugs.run(count, rate=args.paced_rate)
+    paced_s = plugs.run(count, rate=args.paced_rate)
+    out["paced_batches_s"] = count * len(plugs.plugs) / paced_s
+    out["paced_acks_batch"] = plugs.acks() / (count * len(plugs.plugs))
     lat = sorted(plugs.latencies_s)
     out["p50_ms"] = 1e3 * statistics.median(lat)
     out["p99_ms"] = 1e3 * lat[min(len(lat) - 1, int(0.99 * len(lat)))]
@@ -206,6 +208,9 @@ def clustered(work, auth, creds, nodes, args):
 ROWS = (("connect_s", "%d plugs connected, subscribed (s)", "%.2f"),
         ("batches_s", "end to end with acks: batches/s", "%.0f"),
         ("readings_s", "end to end with acks: readings/s", "%.0f"),
+        ("acks_batch", "  acks received per batch", "%.2f"),
+        ("paced_batches_s", "paced: batches/s, first write to last ack", "%.0f"),
+        ("paced_acks_batch", "  acks received per batch", "%.2f"),
         ("p50_ms", "ack latency p50 (ms) at the paced rate", "%.0f"),
         ("p99_ms", "ack latency p99 (ms) at the paced rate", "%.0f"),
         ("cpu_broker", "broker CPU per batch (ms)", "%.3f"),

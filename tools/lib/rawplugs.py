@@ -10,6 +10,7 @@ write to the first ack covering it is its ack latency.
     connect_s = plugs.connect()                        # until every CONNACK and SUBACK
     elapsed_s = plugs.run(batches, rate=None)          # None: as fast as the broker takes them
     plugs.latencies_s                                  # one per batch
+    plugs.acks()                                       # acks of this round received
 """
 
 import random
@@ -41,12 +42,12 @@ class Plug:
         self.node, self.password, self.port, self.start = node, password, port, start
         self.sock, self.inbuf, self.out = None, b"", b""
         self.connacked = self.subacked = False
-        self.boot, self.acked, self.sent_at, self.pubacks = 0, 0, [], 0
+        self.boot, self.acked, self.sent_at, self.pubacks, self.acks = 0, 0, [], 0, 0
 
     def batches(self, first, count):
         """The PUBLISH packets of batches first .. first + count - 1 of a new boot."""
         self.boot = random.getrandbits(31) | 1
-        self.acked, self.sent_at, self.first = 0, [], first
+        self.acked, self.sent_at, self.first, self.acks = 0, [], first, 0
         topic = _string(("wattlog/%s/readings" % self.node).encode())
         out = []
         for b in range(count):
@@ -96,6 +97,7 @@ class Plug:
             return
         if kind != wire.ACK or ack["boot"] != self.boot:
             return
+        self.acks += 1
         covered = ack["seq"] // RECORDS
         while self.acked < covered and self.acked < len(self.sent_at):
             latencies.append(now - self.sent_at[self.acked])
@@ -178,6 +180,9 @@ class RawPlugs:
         self._pump(lambda: state["next"] == len(order) and all(
             p.acked == batches for p in self.plugs), t0 + timeout_s, feed)
         return time.monotonic() - t0
+
+    def acks(self):
+        return sum(p.acks for p in self.plugs)
 
     def close(self):
         for p in self.plugs:
