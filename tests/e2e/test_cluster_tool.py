@@ -85,8 +85,16 @@ def test_one_command_runs_a_cluster_and_ctrl_c_stops_it_all():
         with open(os.path.join(pg_root, "data", "postmaster.pid")) as f:
             postgres = int(f.readline())
         plugs = {"real-0"} | {"light-%03d" % i for i in range(LIGHT)}
-        wait_until("every plug listed", lambda: plugs <= {
-            p["node"] for p in (get(url + "api/plugs") or {"plugs": []})["plugs"]}, 120)
+        listed = []
+
+        def every_plug():
+            listed[:] = [p["node"] for p in (get(url + "api/plugs") or {"plugs": []})["plugs"]]
+            return plugs <= set(listed)
+        try:
+            wait_until("every plug listed", every_plug, 180)
+        except AssertionError:
+            raise AssertionError("not listed: %s; the tool said:\n%s"
+                                 % (sorted(plugs - set(listed)), "".join(said))) from None
         wait_until("the real plug's readings stored", lambda: [
             f for f in (get(url + "api/feeds") or {"feeds": []})["feeds"]
             if f["node"] == "real-0" and f["channel"] == "power" and f["points"] > 0], 120)

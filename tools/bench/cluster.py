@@ -94,8 +94,11 @@ def measure(plugs, roles, args):
     for role, pids in roles.items():
         out["cpu_" + role] = (cpu_s(pids()) - before[role]) / batches * 1e3  # ms a batch
     count = max(1, int(args.paced_rate * args.paced_s / len(plugs.plugs)))
+    before = {r: cpu_s(pids()) for r, pids in roles.items()}
     paced_s = plugs.run(count, rate=args.paced_rate)
     out["paced_batches_s"] = count * len(plugs.plugs) / paced_s
+    for role, pids in roles.items():
+        out["paced_cpu_" + role] = (cpu_s(pids()) - before[role]) / (count * len(plugs.plugs)) * 1e3
     out["paced_acks_batch"] = plugs.acks() / (count * len(plugs.plugs))
     lat = sorted(plugs.latencies_s)
     out["p50_ms"] = 1e3 * statistics.median(lat)
@@ -216,6 +219,9 @@ ROWS = (("connect_s", "%d plugs connected, subscribed (s)", "%.2f"),
         ("cpu_broker", "broker CPU per batch (ms)", "%.3f"),
         ("cpu_collector", "collector CPU per batch (ms)", "%.3f"),
         ("cpu_db", "database CPU per batch (ms)", "%.3f"),
+        ("paced_cpu_broker", "paced: broker CPU per batch (ms)", "%.3f"),
+        ("paced_cpu_collector", "paced: collector CPU per batch (ms)", "%.3f"),
+        ("paced_cpu_db", "paced: database CPU per batch (ms)", "%.3f"),
         ("bytes_reading", "bytes per reading stored", "%.1f"),
         ("takeover_s", "takeover after a collector's SIGKILL (s)", "%.2f"))
 
