@@ -5,7 +5,7 @@ Any number run side by side; any one may die.
     plugs --MQTT--> NATS (3 nodes): wattlog.<node>.readings mapped to wlpart.<p>.<...>
             collectors: each owns a fair share of the P partitions, by lease
             --> PostgreSQL (store/postgres.py: one transaction a group commit)
-            --> retained ack {boot, seq} on wattlog/<node>/ack once durable there
+            --> ack {boot, seq} on wattlog/<node>/ack once durable there (live; retained now and then)
 
 Leases: each collector joins (an advisory lock of its own number on its database session),
 counts the live ones, and holds about P / live partitions, each by an advisory lock on the

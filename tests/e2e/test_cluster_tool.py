@@ -3,7 +3,9 @@
 and serves the real-firmware plug's readings (from the shared PostgreSQL), and a Ctrl-C
 (SIGINT) stops everything it started: no process of it is left (the NATS nodes, the
 collectors, the plugs, PostgreSQL, whose pg_ctl made it no child of the tool) and its folder
-is gone.
+is gone. Meanwhile, a login that reads the plugs' acks sees each light plug acknowledged at
+each commit after its batch (every 10 s here), not only when its ack is retained again (at most
+once a minute, cluster.py): the acks go out live.
 """
 
 import json
@@ -16,6 +18,7 @@ import threading
 import urllib.request
 
 import pytest
+from wattnode import wire
 
 from helpers import REPO
 from test_integrity import wait_until
@@ -23,6 +26,8 @@ from test_integrity import wait_until
 pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.realtime]
 pytest.importorskip("natscluster")
 pytest.importorskip("pgserver")
+clustertool = pytest.importorskip("clustertool")
+mqtt = pytest.importorskip("paho.mqtt.client")
 
 LIGHT = 12
 
@@ -61,7 +66,7 @@ def get(url):
 
 def test_one_command_runs_a_cluster_and_ctrl_c_stops_it_all():
     tool = subprocess.Popen([str(REPO / "tools" / "cluster"), "--light", str(LIGHT), "--real",
-                             "1", "--partitions", "8"], stdout=subprocess.PIPE,
+                             "1", "--partitions", "8", "--batch-s", "10"], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     lines = queue.Queue()
     said = []
@@ -98,6 +103,7 @@ def test_one_command_runs_a_cluster_and_ctrl_c_stops_it_all():
         wait_until("the real plug's readings stored", lambda: [
             f for f in (get(url + "api/feeds") or {"feeds": []})["feeds"]
             if f["node"] == "real-0" and f["channel"] == "power" and f["points"] > 0], 120)
+        acks_seen(work, said)
         started = descendants(tool.pid) | {postgres}
         names = []
         for pid in started:
@@ -112,10 +118,38 @@ def test_one_command_runs_a_cluster_and_ctrl_c_stops_it_all():
         tool.send_signal(signal.SIGINT)
         assert tool.wait(180) == 0, "".join(said)
     finally:
-        if tool.poll() is None:
-            tool.kill()
-            tool.wait()
+        # a failed check: the tool still stops what it started
+        clustertool.stop_process(tool, 180, signal.SIGINT)
     assert "stopped\n" in said, "".join(said)
     left = [pid for pid in started if alive(pid)]
     assert left == [], left
     assert not os.path.exists(work) and not os.path.exists(pg_root)
+
+
+def acks_seen(work, said):
+    """Three acks of one light plug, each for more of its readings, within 50 s: its batches
+    come every 10 s and each commit acks them; a retained ack alone comes once a minute."""
+    port = int(re.search(r"MQTT gateways on 127\.0\.0\.1:(\d+)", "".join(said)).group(1))
+    with open(os.path.join(work, "auth", "wattlog-collector.password")) as f:
+        password = f.read().strip()
+    seqs = {}
+
+    def on_message(client, userdata, msg):
+        try:
+            kind, ack = wire.parse_ack(msg.payload)
+        except wire.AckError:
+            return
+        if kind == wire.ACK:
+            seqs.setdefault(msg.topic.split("/")[1], set()).add(ack["seq"])
+    watcher = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="ack-watcher")
+    watcher.username_pw_set("wattlog-collector", password)
+    watcher.on_connect = lambda c, u, f, rc, p: c.subscribe("wattlog/+/ack", 0)
+    watcher.on_message = on_message
+    watcher.connect_async("127.0.0.1", port)
+    watcher.loop_start()
+    try:
+        wait_until("a light plug acked three times", lambda: any(
+            len(v) >= 3 for n, v in list(seqs.items()) if n.startswith("light-")), 50)
+    finally:
+        watcher.disconnect()
+        watcher.loop_stop()

@@ -1,7 +1,7 @@
 """clustertool.py - a whole cluster on one machine, in one command (issue 25 item 6; README
 "Past one Pi"):
 
-    tools/cluster [--light N] [--real N] [--collectors N] [--partitions P] [--keep]
+    tools/cluster [--light N] [--real N] [--collectors N] [--partitions P] [--batch-s S] [--keep]
 
 `wattlog provision --cluster` in a temporary folder (three NATS nodes on free loopback ports,
 the plugs' logins and permissions), the three nats-server nodes from the files it wrote
@@ -10,7 +10,8 @@ own; run by root, as the user postgres), the collectors (`wattlog collect` with 
 table, each serving the HTTP API and the dashboard on a port of its own: any one shows every
 plug, as they share the database), then the plugs: --real plugs running the real firmware
 (tools/simnode, replaying the last 2 h at full speed, then in real time) and --light light
-CPython plugs (lightplug.py: wattnode.wire's batches, one every 30 s of three 10 s readings).
+CPython plugs (lightplug.py: wattnode.wire's batches, one every 30 s of three 10 s readings;
+--batch-s 10: one reading every 10 s, each acked at the next commit).
 
 It prints each dashboard's address ("dashboard: http://..."), a status line a minute, and
 runs until Ctrl-C (or SIGTERM); then it stops, a line each, the plugs, the collectors (each
@@ -78,9 +79,9 @@ def plugs_listed(port):
         return None
 
 
-def stop_process(proc, timeout_s=60):
-    """SIGTERM (nothing, if it ended), then SIGKILL after timeout_s; its exit status."""
-    proc.terminate()  # Popen sends nothing to a process it has seen end
+def stop_process(proc, timeout_s=60, sig=signal.SIGTERM):
+    """`sig` (nothing, if it ended), then SIGKILL after timeout_s; its exit status."""
+    proc.send_signal(sig)  # Popen sends nothing to a process it has seen end
     try:
         return proc.wait(timeout_s)
     except subprocess.TimeoutExpired:
@@ -94,6 +95,8 @@ def main(argv=None):
     p.add_argument("--real", type=int, default=2, help="real-firmware plugs (default 2)")
     p.add_argument("--collectors", type=int, default=3, help="collectors (default 3)")
     p.add_argument("--partitions", type=int, default=16, help="partitions (default 16)")
+    p.add_argument("--batch-s", type=int, default=30, choices=(10, 20, 30),
+                   help="a light plug's batch: every 30 s (default), 20 or 10")
     p.add_argument("--keep", action="store_true", help="keep the folder (its logs) at the end")
     args = p.parse_args(argv)
     for name in ("light", "real", "collectors", "partitions"):
@@ -139,7 +142,8 @@ def main(argv=None):
                  PROFILES[i % len(PROFILES)], "--speed", "max", "--start", str(start - 7200),
                  "--then-realtime"], os.path.join(work, "%s.log" % node)))
         lights = LightPlugs(creds, light, nats.mqtt_ports, start - 30, readings=10 ** 7,
-                            batch=3, step_s=30).start() if light else None
+                            batch=args.batch_s // 10, step_s=args.batch_s).start() \
+            if light else None
         print("  plugs: %d real-firmware (tools/simnode), %d light" % (len(real), len(light)),
               flush=True)
         deadline = time.monotonic() + READY_S
