@@ -1,11 +1,11 @@
 """cluster.py - a collector of a cluster (README "Past one Pi"): readings from a NATS JetStream
-cluster's partitions into the shared PostgreSQL, acks to the plugs over the MQTT gateway.
-Any number run side by side; any one may die.
+cluster's partitions into the shared PostgreSQL, acks to the plugs (live over NATS, retained
+through the MQTT gateway). Any number run side by side; any one may die.
 
     plugs --MQTT--> NATS (3 nodes): wattlog.<node>.readings mapped to wlpart.<p>.<...>
             collectors: each owns a fair share of the P partitions, by lease
             --> PostgreSQL (store/postgres.py: one transaction a group commit)
-            --> ack {boot, seq} on wattlog/<node>/ack once durable there (live; retained now and then)
+            --> ack {boot, seq} on wattlog/<node>/ack once durable there (live, and retained)
 
 Leases: each collector joins (an advisory lock of its own number on its database session),
 counts the live ones, and holds about P / live partitions, each by an advisory lock on the

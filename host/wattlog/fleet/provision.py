@@ -142,7 +142,8 @@ def provision(directory, nodes, broker_host=None, port=None, tls=False, listen=N
                         group=gid)
     os.makedirs(os.path.join(directory, "nodes"), mode=0o700, exist_ok=True)
     for node in nodes:
-        broker = {"host": gateways(peers) if peers else broker_host, "port": port, "user": node, "password": creds[node],
+        broker = {"host": gateways(peers) if peers else broker_host, "port": port,
+                  "user": node, "password": creds[node],
                   "ca": "ca.crt" if tls else None}
         write_node(directory, node, broker, base, ntp_host, ssid, broadlink)
     config = os.path.join(directory, CONFIG_FILE)
