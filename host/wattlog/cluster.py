@@ -1,11 +1,11 @@
 """cluster.py - a collector of a cluster (README "Past one Pi"): readings from a NATS JetStream
-cluster's partitions into the shared PostgreSQL, acks to the plugs over the MQTT gateway.
-Any number run side by side; any one may die.
+cluster's partitions into the shared PostgreSQL, acks to the plugs (live over NATS, retained
+through the MQTT gateway). Any number run side by side; any one may die.
 
     plugs --MQTT--> NATS (3 nodes): wattlog.<node>.readings mapped to wlpart.<p>.<...>
             collectors: each owns a fair share of the P partitions, by lease
             --> PostgreSQL (store/postgres.py: one transaction a group commit)
-            --> retained ack {boot, seq} on wattlog/<node>/ack once durable there
+            --> ack {boot, seq} on wattlog/<node>/ack once durable there (live, and retained)
 
 Leases: each collector joins (an advisory lock of its own number on its database session),
 counts the live ones, and holds about P / live partitions, each by an advisory lock on the
@@ -24,6 +24,16 @@ acknowledged to the plugs as on one Pi (writer.py), retained, over MQTT; a plug'
 is answered (the clock, and its energy total from the database) by the collector that owns
 its partition.
 
+Acks, live and retained: each commit's ack for a plug goes out live on the plug's ack subject
+over this collector's NATS connection (the gateway delivers it to the plug's MQTT
+subscription; a plain NATS message costs the cluster next to nothing), and, at most every
+RETAIN_S per plug and for every plug whose partition is let go or when the collector stops,
+as a retained MQTT message through the gateway, which stores it in a replicated stream: that
+costs the cluster about 2 ms of CPU (tools/bench/cluster), more than the batch itself. A plug
+that reconnects therefore finds a retained ack at most RETAIN_S old: it sends again what came
+after it, which the database stores once (its writes are idempotent), and the next commit
+acks it all.
+
 Threads: the asyncio loop (NATS, takes, commits, leases: the store is only touched there);
 paho's network thread for MQTT (acks out, statuses in; a status is handed to the loop).
 """
@@ -36,7 +46,7 @@ import signal
 import socket
 import time
 
-from wattlog.fleet.natsconf import PARTITION_PREFIX, READINGS_STREAM, partition_of
+from wattlog.fleet.natsconf import PARTITION_PREFIX, READINGS_STREAM, partition_of, subject
 from wattlog.mqtt import client_for, parse_broker
 from wattlog.store.ingest import NODE_ID
 from wattlog.store.postgres import LeaseLost, StoreUnavailable
@@ -49,6 +59,7 @@ FETCH_BATCH = 256       # messages a partition's consumer asks for at a time
 REBALANCE_S = 2.0       # how often the live collectors are counted and leases taken or freed
                         # (the session's heartbeat: a lease outlives it at least twice)
 COMMIT_S = 1.0          # a group commit at most this often (what is pending waits no longer)
+RETAIN_S = 60.0         # a plug's ack is retained again at most this often (below)
 
 
 class ClusterCollector:
@@ -75,6 +86,9 @@ class ClusterCollector:
         self._statuses = []      # nodes that said "online", from the MQTT thread
         self.online = set()      # the nodes whose retained status says online
         self.mqtt = None
+        self.nc = None
+        self._last_ack = {}      # node -> its latest ack, not yet retained
+        self._retained_at = {}   # node -> when its ack was last retained (monotonic s)
 
     # -- MQTT: acks out, statuses in ----------------------------------------------------------
 
@@ -125,6 +139,26 @@ class ClusterCollector:
             self._statuses.append(node)
         else:
             self.online.discard(node)
+
+    async def _ack_commit(self, node, payload):
+        """A commit's ack: live over NATS, retained through the gateway now and then."""
+        now = time.monotonic()
+        if now - self._retained_at.get(node, -RETAIN_S) >= RETAIN_S or self.nc is None:
+            self._retained_at[node] = now
+            self._last_ack.pop(node, None)
+            self._ack(node, payload, retain=True)
+        else:
+            self._last_ack[node] = payload
+            await self.nc.publish(subject("%s/%s/ack" % (self.s.base_topic, node)),
+                                  payload.encode() if isinstance(payload, str) else payload)
+
+    def _retain_acks(self, nodes=None):
+        """The latest acks not yet retained (of `nodes`, or every plug's), retained now."""
+        for node in list(self._last_ack) if nodes is None else nodes:
+            payload = self._last_ack.pop(node, None)
+            if payload is not None:
+                self._retained_at[node] = time.monotonic()
+                self._ack(node, payload, retain=True)
 
     def _ack(self, node, payload, retain):
         self.mqtt.publish("%s/%s/ack" % (self.s.base_topic, node), payload, qos=1,
@@ -230,6 +264,7 @@ class ClusterCollector:
                 self.owned.pop(p).cancel()
             await self._commit("a collector joined")
             for p in let_go:
+                self._retain_acks(self._nodes_of(p))
                 self.store.forget_nodes(self._nodes_of(p))
                 self.store.committer.release(p)
                 log.info("partition %d handed over (%d collectors live)", p, live)
@@ -261,7 +296,7 @@ class ClusterCollector:
         acked, self.unacked = self.unacked, []
         if done is not None:
             for node, _, ack in done.acks:  # only now: every record it covers is durable
-                self._ack(node, ack, retain=True)
+                await self._ack_commit(node, ack)
         for m in acked:
             await m.ack()
         if done is not None:
@@ -292,7 +327,7 @@ class ClusterCollector:
         dropped = self.store.discard_pending()
         for task in self.owned.values():
             task.cancel()
-        self.owned, self.unacked = {}, []
+        self.owned, self.unacked, self._last_ack = {}, [], {}
         log.error("%s: the %d readings not yet committed are left to the partitions' new "
                   "owners; joining again", why, dropped)
 
@@ -326,6 +361,7 @@ class ClusterCollector:
             self.failed = True
             return
         nc, js = await self._connect(nats, user)
+        self.nc = nc
         if nc is None:
             return
         self.mqtt = self._mqtt()
@@ -371,6 +407,7 @@ class ClusterCollector:
             except StoreUnavailable as e:
                 log.error("the last commit failed (%s): the broker delivers those readings "
                           "again", e)
+            self._retain_acks()
             tasks, self.owned = list(self.owned.values()), {}
             for task in tasks:
                 task.cancel()

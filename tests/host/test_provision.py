@@ -360,3 +360,24 @@ def test_a_later_run_keeps_the_port_and_a_changed_one_rewrites_every_plug(tmp_pa
 def test_an_empty_broker_host_is_refused(tmp_path, host):
     with pytest.raises(ProvisionError, match="is not an address"):
         provision(str(tmp_path / "p"), ["plug-a"], host, progress=lambda t: None)
+
+
+def test_cluster_nodes_are_checked_remembered_and_reach_every_plug(tmp_path):
+    """--cluster: fewer than three nodes or a malformed one is refused before anything is
+    written; the nodes are kept for later runs; new nodes rewrite every plug's host list."""
+    d = str(tmp_path / "p")
+    for bad, why in (("10.0.0.1,10.0.0.2", "three or more"), ("10.0.0.1,10.0.0.2,h:x", "HOST")):
+        with pytest.raises(ProvisionError, match=why):
+            quiet(d, ["plug-a"], cluster=bad)
+    assert not os.path.exists(d)
+    quiet(d, ["plug-a"], cluster="10.0.0.1,10.0.0.2,10.0.0.3:1999")
+    quiet(d, ["plug-b"])
+
+    def hosts(node):
+        return json.loads((tmp_path / "p" / "nodes" / node / "config.json").read_text()
+                          )["broker"]["host"]
+    assert hosts("plug-a") == hosts("plug-b") == ["10.0.0.1:1883", "10.0.0.2:1883",
+                                                  "10.0.0.3:1999"]
+    assert all((tmp_path / "p" / ("nats-%d.conf" % i)).exists() for i in (1, 2, 3))
+    quiet(d, [], cluster="10.0.0.4,10.0.0.5,10.0.0.6")
+    assert hosts("plug-a") == hosts("plug-b") == ["10.0.0.%d:1883" % i for i in (4, 5, 6)]

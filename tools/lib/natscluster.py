@@ -5,12 +5,14 @@ the users and ACL of a provisioned directory, the partition mapping.
 
     with NatsCluster(work, auth_dir, creds, nodes=3, partitions=8) as c:
         c.mqtt_ports, c.nats_urls        # where plugs and collectors connect
+    NatsCluster.provisioned(work, auth_dir)   # the nodes `wattlog provision --cluster` wrote
         c.stop(1); c.start(1)            # one node away and back (same files, same ports)
 
 Each node logs to <work>/nats-<i>.log; start() waits until every node listens and the cluster
 has a JetStream meta leader (a stream made before that fails).
 """
 
+import json
 import os
 import signal
 import socket
@@ -52,6 +54,23 @@ class NatsCluster:
         self.procs = [None] * nodes
         self.partitions = partitions
 
+    @classmethod
+    def provisioned(cls, work, auth_dir):
+        """The cluster as `wattlog provision --cluster` wrote it in auth_dir: its nats-<i>.conf
+        run as they are, its nodes' ports from provision.json."""
+        with open(os.path.join(auth_dir, "provision.json")) as f:
+            saved = json.load(f)
+        self = cls.__new__(cls)
+        self.dir = os.path.join(str(work), "nats")
+        os.makedirs(self.dir, exist_ok=True)
+        self.peers = [tuple([spec.split(":")[0]] + [int(p) for p in spec.split(":")[1:]])
+                      for spec in saved["cluster"]]
+        self.confs = [os.path.join(auth_dir, "nats-%d.conf" % (i + 1))
+                      for i in range(len(self.peers))]
+        self.procs = [None] * len(self.peers)
+        self.partitions = saved["partitions"]
+        return self
+
     @property
     def mqtt_ports(self):
         return [p[1] for p in self.peers]
@@ -64,7 +83,8 @@ class NatsCluster:
         for k in range(len(self.peers)) if i is None else [i]:
             log = open(os.path.join(self.dir, "nats-%d.log" % (k + 1)), "a")
             self.procs[k] = subprocess.Popen(["nats-server", "-c", self.confs[k]], stdout=log,
-                                             stderr=subprocess.STDOUT, start_new_session=True)
+                                             stderr=subprocess.STDOUT, start_new_session=True,
+                                             preexec_fn=getattr(self, "preexec", None))
             log.close()
         for k in range(len(self.peers)) if i is None else [i]:
             wait_for_port(self.peers[k][1], START_S, self.procs[k])

@@ -178,6 +178,14 @@ def build_parser():
     v.add_argument("--listen", metavar="ADDR",
                    help="the address the broker listens on (default: all interfaces)")
     v.add_argument("--tls", action="store_true", help="make a CA and a server certificate")
+    v.add_argument("--cluster", metavar="HOST,HOST,HOST",
+                   help="a NATS JetStream cluster instead of one mosquitto: its nodes, each "
+                        "HOST[:MQTT[:NATS[:ROUTE]]] (README \"Past one Pi\"; kept after)")
+    v.add_argument("--partitions", type=int, metavar="P",
+                   help="with --cluster: the readings' partitions (default 64; kept after)")
+    v.add_argument("--nats-store", metavar="DIR",
+                   help="with --cluster: each node's JetStream folder (default "
+                        "/var/lib/nats/wattlog; kept after)")
     v.add_argument("--broadlink", choices=("off", "read", "control"),
                    help="the plugs answer the Broadlink SP3S protocol: read, or control (anyone "
                         "on the LAN can then switch them); default: as their config.json has it")

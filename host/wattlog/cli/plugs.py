@@ -64,7 +64,9 @@ def cmd_provision(args):
     try:
         creds = provision(directory, args.nodes, args.broker_host, args.port, args.tls,
                           args.listen, progress=lambda text: print(text, file=sys.stderr),
-                          broadlink=args.broadlink, wifi=wifi(args), ntp_host=args.ntp_host)
+                          broadlink=args.broadlink, wifi=wifi(args), ntp_host=args.ntp_host,
+                          cluster=args.cluster, partitions=args.partitions,
+                          nats_store=args.nats_store)
     except ProvisionError as e:
         raise CliError(str(e)) from None
     print(main_text(creds, directory, " ".join(executable())))
