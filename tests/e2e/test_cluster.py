@@ -21,8 +21,8 @@ import pytest
 
 from broker import free_port
 from helpers import REPO, SimNode, aligned_past, summary
-from test_integrity import wait_until
-from test_pipeline import expected
+from measured import expected
+from rig import wait_until
 
 pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.realtime]
 natscluster = pytest.importorskip("natscluster")

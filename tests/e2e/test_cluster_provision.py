@@ -15,7 +15,7 @@ import pytest
 
 from broker import free_port
 from helpers import REPO
-from test_integrity import wait_until
+from rig import wait_until
 
 pytestmark = [pytest.mark.xdist_group("cluster")]
 natscluster = pytest.importorskip("natscluster")

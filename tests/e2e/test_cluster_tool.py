@@ -21,7 +21,7 @@ import pytest
 from wattnode import wire
 
 from helpers import REPO
-from test_integrity import wait_until
+from rig import wait_until
 
 pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.realtime]
 pytest.importorskip("natscluster")

@@ -28,7 +28,7 @@ import time
 
 import paho.mqtt.client as mqtt
 
-from wattlog.fleet.provision import OPERATOR
+from wattlog.fleet.logins import OPERATOR
 from wattlog.mqtt import client_for, parse_broker
 
 
