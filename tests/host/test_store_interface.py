@@ -264,3 +264,24 @@ def test_postgresql_takes_an_earlier_batch_that_arrives_late(tmp_path, request):
     assert buckets["count"][0] == size - 1  # slot 7 has no power reading
     store.close()
 
+
+
+def test_a_feed_being_made_is_its_pending_readings_not_an_error(tmp_path):
+    """A commit adds a new plug's feeds to the registry, then writes their files: in between,
+    the HTTP side's /api/feeds saw an entry without files and answered "error" with no
+    last_time (test_pi_install hit it). The collector's store shows such a feed as what it
+    holds: its pending readings. (The window is made here by removing the files of a feed
+    whose readings are pending.)"""
+    store = write(Store(str(tmp_path / "data"), Complaints()))
+    store.take("wattlog/plug-c/readings", batch(records(5000, 0, 3)))
+    store.commit()
+    store.take("wattlog/plug-c/readings", batch(records(5000, 3, 3), seq=3))
+    entry = store.lookup("plug-c/power")
+    for ext in ("meta", "dat"):
+        (tmp_path / "data" / "phpfina" / ("%d.%s" % (entry["id"], ext))).unlink()
+    rows = {(r["node"], r["channel"]): r for r in store.feeds()}
+    row = rows[("plug-c", "power")]
+    assert "error" not in row, row
+    assert (row["last_time"], row["last_value"]) == (T0 + 10 * 5, 5005), row
+    assert row["end"] == T0 + 10 * 6 and row["points"] == 0, row
+    store.close()

@@ -59,7 +59,18 @@ class Interface:
                 n = feed.npoints()
                 last = feed.last_value()
             except (OSError, FeedError) as e:
-                row["error"] = str(e)
+                pend = self.pending(entry["node"], entry["channel"])
+                if not (pend and isinstance(e, FeedError) and e.reason == "missing"):
+                    row["error"] = str(e)
+                    out.append(row)
+                    continue
+                # a feed being made: the commit that adds it to the registry writes its files
+                # next; meanwhile it is its pending readings (files.Store, not yet on disk)
+                iv = entry["interval"]
+                start = int(min(pend[0])) // iv * iv
+                row.update(start=start, end=start, points=0, committed_until=start,
+                           last_time=None, last_value=None)
+                _newest_pending(row, pend, iv)
                 out.append(row)
                 continue
             row.update(start=feed.start, end=feed.end(), points=n, committed_until=feed.end(),
@@ -67,12 +78,7 @@ class Interface:
                        last_value=None if last is None else last[1])
             pend = self.pending(entry["node"], entry["channel"])
             if pend is not None:
-                good = [(t, v) for t, v in zip(*pend) if v == v]
-                if good:
-                    t, v = max(good)
-                    if row["last_time"] is None or t >= row["last_time"]:
-                        row.update(last_time=int(t), last_value=float(v))
-                    row["end"] = max(row["end"], int(t) + feed.interval)
+                _newest_pending(row, pend, feed.interval)
             out.append(row)
         return out
 
@@ -112,3 +118,12 @@ class Interface:
         """nodes()[node], or None for a plug the store has not heard of."""
         return self.nodes().get(node)
 
+
+def _newest_pending(row, pend, interval_s):
+    """A feeds() row's last reading and end moved on to its newest pending one, if newer."""
+    good = [(t, v) for t, v in zip(*pend) if v == v]
+    if good:
+        t, v = max(good)
+        if row["last_time"] is None or t >= row["last_time"]:
+            row.update(last_time=int(t), last_value=float(v))
+        row["end"] = max(row["end"], int(t) + interval_s)
