@@ -21,6 +21,7 @@ import pytest
 from wattnode import wire
 
 from helpers import REPO
+from proctree import descendants
 from rig import wait_until
 
 pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.realtime]
@@ -30,22 +31,6 @@ clustertool = pytest.importorskip("clustertool")
 mqtt = pytest.importorskip("paho.mqtt.client")
 
 LIGHT = 12
-
-
-def descendants(pid):
-    """Every process below `pid` now (each /proc children list, followed down)."""
-    out, todo = set(), [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            for task in os.listdir("/proc/%d/task" % p):
-                with open("/proc/%d/task/%s/children" % (p, task)) as f:
-                    kids = [int(k) for k in f.read().split()]
-                out.update(kids)
-                todo += kids
-        except OSError:
-            continue  # it ended meanwhile
-    return out
 
 
 def alive(pid):

@@ -43,6 +43,7 @@ from clustertool import collector_config  # noqa: E402
 from influxd import wait_logged  # noqa: E402
 from natscluster import NatsCluster  # noqa: E402
 from pgserver import PgServer  # noqa: E402
+from proctree import descendants  # noqa: E402
 from rawplugs import RECORDS, RawPlugs  # noqa: E402
 from wattlog.fleet.provision import provision  # noqa: E402
 from wattlog.store.postgres import PARTITIONS_KEY  # noqa: E402
@@ -65,18 +66,7 @@ def cpu_s(pids):
 
 def tree(pid):
     """pid and every process below it."""
-    out, todo = [pid], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            for task in os.listdir("/proc/%d/task" % p):
-                with open("/proc/%d/task/%s/children" % (p, task)) as f:
-                    kids = [int(k) for k in f.read().split()]
-                out += kids
-                todo += kids
-        except OSError:
-            continue
-    return out
+    return [pid] + sorted(descendants(pid))
 
 
 def du(path):

@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.join(REPO, "lib"))
 
 from broker import Broker  # noqa: E402
 from influxd import influxd  # noqa: E402
+from rawplugs import _packet, _string  # noqa: E402
 from rig import Collector  # noqa: E402
 from wattnode import wire  # noqa: E402
 
@@ -71,32 +72,19 @@ def encode(nodes, batches, start):
     return out, bodies
 
 
-def _mqtt_string(b):
-    return len(b).to_bytes(2, "big") + b
-
-
-def _packet(first, body):
-    n, head = len(body), bytearray([first])
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        head.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(head) + body
-
-
 def connect_raw(port, node, password, payloads):
     """A plug's MQTT session on a plain socket: CONNECT answered, then the bytes of all its
     QoS 1 PUBLISH packets, built beforehand. (A Python MQTT client spends more CPU per message
     than the collector: it would be the bench's bottleneck, not the collector.)"""
     sock = socket.create_connection(("127.0.0.1", port))
-    connect = (_mqtt_string(b"MQTT") + bytes([4, 0xC2]) + (60).to_bytes(2, "big")
-               + _mqtt_string(node.encode()) + _mqtt_string(node.encode())
-               + _mqtt_string(password.encode()))
+    connect = (_string(b"MQTT") + bytes([4, 0xC2]) + (60).to_bytes(2, "big")
+               + _string(node.encode()) + _string(node.encode())
+               + _string(password.encode()))
     sock.sendall(_packet(0x10, connect))
     ack = sock.recv(4)
     if len(ack) != 4 or ack[0] != 0x20 or ack[3] != 0:
         raise SystemExit("the broker refused %s: %r" % (node, ack))
-    topic = _mqtt_string(("wattlog/%s/readings" % node).encode())
+    topic = _string(("wattlog/%s/readings" % node).encode())
     stream = b"".join(_packet(0x32, topic + (i % 65535 + 1).to_bytes(2, "big") + p)
                       for i, p in enumerate(payloads))
     return sock, memoryview(stream)
@@ -261,6 +249,8 @@ def main():
             print("influxdb %9.0f readings/s (median)" % statistics.median(theirs))
             print("ratio    %9.2f  (wattlog / InfluxDB, medians)"
                   % (statistics.median(ours) / statistics.median(theirs)))
+        elif args.no_influx or args.profile:
+            print("influxdb: left out (--no-influx or --profile) - no comparison")
         else:
             print("influxdb: not installed (apt-get install influxdb) - no comparison")
     except BaseException:
