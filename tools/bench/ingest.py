@@ -30,7 +30,6 @@ import shutil
 import socket
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -42,7 +41,7 @@ sys.path.insert(0, os.path.join(REPO, "lib"))
 from broker import Broker  # noqa: E402
 from influxd import influxd  # noqa: E402
 from rawplugs import _packet, _string  # noqa: E402
-from rig import Collector  # noqa: E402
+from rig import Collector, scratch  # noqa: E402
 from wattnode import wire  # noqa: E402
 
 RECORDS = 64
@@ -211,9 +210,8 @@ def main():
     start -= start % 10
     payloads, bodies = encode(nodes, args.batches, start)
     readings = args.plugs * args.batches * RECORDS
-    work = tempfile.mkdtemp(prefix="wattlog-bench-ingest-")
     influx = shutil.which("influxd") and not args.profile and not args.no_influx
-    try:
+    with scratch("wattlog-bench-ingest-") as work:
         print("%d plugs x %d batches x %d readings = %d readings; %d runs of each, taken in "
               "turn (the machine's other work spreads over both)" % (
                   args.plugs, args.batches, RECORDS, readings, args.runs), flush=True)
@@ -253,10 +251,6 @@ def main():
             print("influxdb: left out (--no-influx or --profile) - no comparison")
         else:
             print("influxdb: not installed (apt-get install influxdb) - no comparison")
-    except BaseException:
-        print("kept %s for a look" % work)
-        raise
-    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

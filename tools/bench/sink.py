@@ -23,7 +23,6 @@ import re
 import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 
@@ -34,7 +33,7 @@ sys.path.insert(0, os.path.join(REPO, "lib"))
 import paho.mqtt.client as mqtt  # noqa: E402
 
 from broker import Broker  # noqa: E402
-from rig import Collector  # noqa: E402
+from rig import Collector, scratch  # noqa: E402
 from influxd import Influxd  # noqa: E402
 from wattlog.store.commit import Committer  # noqa: E402
 from wattlog.complaints import Complaints  # noqa: E402
@@ -186,8 +185,7 @@ def main():
     args = p.parse_args()
     if not shutil.which("influxd"):
         raise SystemExit("influxd is not installed (apt-get install influxdb)")
-    work = tempfile.mkdtemp(prefix="wattlog-bench-sink-")
-    try:
+    with scratch("wattlog-bench-sink-") as work:
         data = os.path.join(work, "data")
         t0 = time.monotonic()
         points = history(data, args.plugs, args.slots)
@@ -210,10 +208,6 @@ def main():
                                                note), flush=True)
         off, on = rows[0][1][0], rows[1][1][0]
         print("the sink changes the mean ack latency by %+.1f %%" % (100 * (on / off - 1)))
-    except BaseException:
-        print("kept %s for a look" % work)
-        raise
-    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

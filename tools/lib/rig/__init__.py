@@ -8,6 +8,7 @@ from, each started as a user starts it and stopped when its owner is done:
                on it for a condition, with a bound
     SimPlug    tools/simnode: the real firmware on the MicroPython unix port, a simulated plug
     wait_until a condition polled until true, with a bound; its value
+    scratch    a working folder, removed after a run that ends well, kept after a failure
 
 Why tools/lib/rig and not tests/rig: the benches (tools/bench) and tools/demo start the same
 parts, and tools/lib is what they and the tests already put on sys.path; nothing under tools/
@@ -17,8 +18,9 @@ imports from tests/. Every wait here is bounded and says what it waited for when
 from broker import Broker, free_port
 from rig.collector import Collector
 from rig.recorder import Recorder
+from rig.scratch import scratch
 from rig.simplug import SimPlug, summaries, summary
 from rig.wait import wait_until
 
-__all__ = ["Broker", "Collector", "Recorder", "SimPlug", "free_port", "summaries", "summary",
-           "wait_until"]
+__all__ = ["Broker", "Collector", "Recorder", "SimPlug", "free_port", "scratch", "summaries",
+           "summary", "wait_until"]
