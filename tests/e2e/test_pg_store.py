@@ -16,7 +16,7 @@ import pytest
 
 from helpers import REPO, aligned_past
 from measured import INTERVAL, expected
-from rig import Collector, summary
+from rig import Collector, summary, wait_answer
 
 pytest.importorskip("pgserver")
 
@@ -28,17 +28,7 @@ def call(port, path):
 
 
 def wait_api(port, path, ok, timeout_s=120):
-    import time
-    deadline, got = time.monotonic() + timeout_s, None
-    while time.monotonic() < deadline:
-        try:
-            got = call(port, path)
-            if ok(got):
-                return got
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise AssertionError("%s never answered as wanted: %s" % (path, str(got)[:1500]))
+    return wait_answer(path, lambda: call(port, path), ok, timeout_s)
 
 
 @pytest.mark.realtime

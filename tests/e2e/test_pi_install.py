@@ -38,6 +38,7 @@ import pytest
 
 from broker import free_port, mosquitto_path, wait_for_port
 from helpers import REPO
+from rig import wait_answer
 
 playwright = pytest.importorskip("playwright.sync_api")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -241,18 +242,8 @@ def api(pi, path):
 
 
 def wait_for_api(pi, path, ok, timeout_s=120):
-    deadline = time.monotonic() + timeout_s
-    got = None
-    while time.monotonic() < deadline:
-        try:
-            got = api(pi, path)
-            if ok(got):
-                return got
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise AssertionError("%s never answered as wanted: %s\n%s" % (
-        path, json.dumps(got)[:2000], pi.log("collector.log")[-2000:]))
+    return wait_answer(path, lambda: api(pi, path), ok, timeout_s, 0.5,
+                       lambda: pi.log("collector.log")[-2000:])
 
 
 def verbs_without_flags(pi, wattlog):

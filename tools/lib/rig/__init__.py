@@ -7,7 +7,8 @@ from, each started as a user starts it and stopped when its owner is done:
     Recorder   a paho client that subscribes to topics and records every message; a test waits
                on it for a condition, with a bound
     SimPlug    tools/simnode: the real firmware on the MicroPython unix port, a simulated plug
-    wait_until a condition polled until true, with a bound; its value
+    wait_until a condition polled until true, with a bound; its value (wait_answer: an
+               answer asked for until it is the one wanted)
     scratch    a working folder, removed after a run that ends well, kept after a failure
 
 Why tools/lib/rig and not tests/rig: the benches (tools/bench) and tools/demo start the same
@@ -20,7 +21,7 @@ from rig.collector import Collector
 from rig.recorder import Recorder
 from rig.scratch import scratch
 from rig.simplug import SimPlug, summaries, summary
-from rig.wait import wait_until
+from rig.wait import wait_answer, wait_until
 
 __all__ = ["Broker", "Collector", "Recorder", "SimPlug", "free_port", "scratch", "summaries",
-           "summary", "wait_until"]
+           "summary", "wait_answer", "wait_until"]

@@ -18,3 +18,20 @@ def wait_until(what, predicate, timeout_s=60.0, poll_s=0.1, alive=None):
         if alive is not None:
             alive()
         time.sleep(poll_s)
+
+
+def wait_answer(what, ask, ok, timeout_s=120.0, poll_s=0.3, more=None):
+    """ask() (an HTTP call, say; OSError: not listening yet) until ok(its answer), for at most
+    timeout_s; the answer. Failing, it says what was asked, the last answer and more()."""
+    deadline = time.monotonic() + timeout_s
+    got = None
+    while time.monotonic() < deadline:
+        try:
+            got = ask()
+            if ok(got):
+                return got
+        except OSError:
+            pass
+        time.sleep(poll_s)
+    raise AssertionError("%s never answered as wanted: %s%s" % (
+        what, str(got)[:2000], "\n" + more() if more else ""))
