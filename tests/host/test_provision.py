@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from asuser import run_as
 from terminal import at_a_terminal
 from wattlog import cli
 from wattlog.fleet.provision import (CLIENTS, COLLECTOR, HOMEASSISTANT, OPERATOR, OTA_USERS,
@@ -291,31 +292,6 @@ def public_tmp():
     shutil.rmtree(path)
 
 
-def _run_as(user, argv):
-    """cli.main(argv) in a child process that has dropped root for `user`: it runs the code
-    this interpreter has loaded already. Its output."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(read)
-            os.setgroups([])
-            os.setgid(user.pw_gid)
-            os.setuid(user.pw_uid)
-            os.dup2(write, 1)
-            os.dup2(write, 2)
-            sys.stdout = sys.stderr = os.fdopen(1, "w")
-            cli.main(argv)
-            sys.stdout.flush()
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as f:
-        out = f.read()
-    os.waitpid(pid, 0)
-    return out
-
-
 @needs_group
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to become another user")
 def test_without_root_it_says_the_one_command_to_run(public_tmp):
@@ -326,7 +302,7 @@ def test_without_root_it_says_the_one_command_to_run(public_tmp):
     d = public_tmp / "home" / "p"
     d.parent.mkdir()
     os.chown(d.parent, nobody.pw_uid, nobody.pw_gid)
-    out = _run_as(nobody, ["provision", "--dir", str(d), "--broker-host", "h", "plug-a"])
+    _, out = run_as(nobody, ["provision", "--dir", str(d), "--broker-host", "h", "plug-a"])
     commands = [line for line in out.splitlines() if line.startswith("sudo ")]
     assert len(commands) == 1, out
     assert "mosquitto (group mosquitto) cannot read these files yet; as root, run:" in out

@@ -18,7 +18,8 @@ import tempfile
 
 import pytest
 
-from wattlog import cli, settings, systemd
+from asuser import run_as
+from wattlog import settings, systemd
 from wattlog.service import build
 from wattlog.settings import Settings
 
@@ -94,35 +95,6 @@ def test_install_service_refuses_what_the_service_could_not_use(tmp_path):
     assert "systemd reads %, $ and \\ in a unit file as its own" in done.stderr, done.stderr
 
 
-def run_as_nobody(argv):
-    """cli.main(argv) in a child process that has dropped root for the user nobody (the
-    interpreter's own files lie under /root, which nobody may not enter): (status, stderr)."""
-    nobody = pwd.getpwnam("nobody")
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        status = 0
-        try:
-            os.close(read)
-            os.setgroups([])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-            os.dup2(write, 2)
-            sys.stderr = os.fdopen(2, "w")
-            cli.main(argv)
-        except SystemExit as e:
-            status = 1 if isinstance(e.code, str) else e.code or 0
-            if isinstance(e.code, str):
-                sys.stderr.write(e.code + "\n")
-        finally:
-            sys.stderr.flush()
-            os._exit(status)
-    os.close(write)
-    with os.fdopen(read) as f:
-        err = f.read()
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), err
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to become another user")
 def test_install_service_needs_root_and_says_so():
     """Run by a user who cannot add users nor write /etc/systemd/system (here: nobody), it
@@ -133,7 +105,7 @@ def test_install_service_needs_root_and_says_so():
         path = write_config(public)
         for f in public.iterdir():
             f.chmod(0o644)
-        status, err = run_as_nobody(["install-service", "--config", path])
+        status, err = run_as(pwd.getpwnam("nobody"), ["install-service", "--config", path])
     finally:
         shutil.rmtree(public)
     assert (status, err) == (1, "wattlog install-service: install-service writes "
