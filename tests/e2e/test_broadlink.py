@@ -15,7 +15,7 @@ import pytest
 from broadlink import exceptions as blerr
 
 from helpers import aligned_past, wattlog
-from plugs import sim_mac, stop_after_info
+from plugs import finish_flooded, sim_mac, stop_after_info
 from rig import Recorder
 
 AUTH_BURST, AUTH_PER_S = 3, 2  # broadlink.py's AUTH_BURST and 1000 // AUTH_EVERY_MS
@@ -162,33 +162,24 @@ def test_a_datagram_flood_does_not_starve_sampling_and_auth_is_rate_limited(
     hello[0x26] = 6
     hello[0x20:0x22] = (sum(hello, 0xBEAF) & 0xFFFF).to_bytes(2, "little")
     kinds = [b"\x5a\xa5\xaa\x55" * 30, bytes(hello), auth_datagram(dev)]
-    sent = [0]
     began = time.monotonic()
 
-    def flood():
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.setblocking(False)
-            while sent[0] < FLOOD and node.proc.poll() is None:
-                try:
-                    s.sendto(kinds[sent[0] % 3], ("127.0.0.1", port))
-                except OSError:
-                    pass  # nothing bound yet (port unreachable) or a full buffer
-                sent[0] += 1
-                if sent[0] % 30 == 0:
-                    time.sleep(0.005)
-    t = threading.Thread(target=flood)
-    t.start()
-    try:
-        s = node.finish(timeout_s=90)
-    finally:
-        t.join()
+    def send(i):
+        try:
+            sock.sendto(kinds[i % 3], ("127.0.0.1", port))
+        except OSError:
+            pass  # nothing bound yet (port unreachable) or a full buffer
+        return 1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.setblocking(False)
+        s, sent = finish_flooded(node, send, limit=FLOOD)
     elapsed_s = time.monotonic() - began
     assert c.stop() == 0
     rows = wattlog("export", "--fill", "--data", data, "--feed", "bl-flood/power").splitlines()
     assert s["produced"] >= 1999 and len(rows) - 1 == s["produced"]
     assert all(r.endswith(",500") for r in rows[1:])
     counts = s["broadlink_counts"]
-    print("flood: %d datagrams sent in %.1f s; the node took %s" % (sent[0], elapsed_s, counts))
+    print("flood: %d datagrams sent in %.1f s; the node took %s" % (sent, elapsed_s, counts))
     assert counts["requests"] >= 300, counts  # the flood reached it
     assert counts["dropped"] >= 100 and counts["auth_limited"] >= 100, counts
     assert counts["auths"] <= AUTH_BURST + AUTH_PER_S * elapsed_s + 1, counts

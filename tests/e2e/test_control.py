@@ -14,7 +14,7 @@ import time
 import pytest
 
 from helpers import aligned_past, wattlog
-from plugs import start_live, stop_after_info
+from plugs import finish_flooded, start_live, stop_after_info
 from rig import Recorder
 from wattlog.fleet.provision import OPERATOR
 
@@ -181,31 +181,21 @@ def test_a_command_flood_does_not_starve_sampling(broker, collectors, simnodes, 
     node = simnodes(broker.port, "flood", "--profile", "constant:500", "--speed", "max",
                     "--start", aligned_past(2000))
     flooder = Recorder(broker, name="flooder")
-    stop = threading.Event()
 
-    sent = [0]
-
-    def flood():
-        while not stop.is_set():
-            flooder.c.publish("wattlog/flood/cmd", b"garbage %d" % sent[0])  # QoS 0, unawaited
-            flooder.c.publish("wattlog/flood/relay/set", b"MAYBE")
-            sent[0] += 2
-            if sent[0] % 100 == 0:
-                time.sleep(0.01)
-    t = threading.Thread(target=flood)
-    t.start()
+    def send(i):
+        flooder.c.publish("wattlog/flood/cmd", b"garbage %d" % i)  # QoS 0, unawaited
+        flooder.c.publish("wattlog/flood/relay/set", b"MAYBE")
+        return 2
     try:
-        s = node.finish(timeout_s=90)
+        s, sent = finish_flooded(node, send, every=100, pause_s=0.01)
     finally:
-        stop.set()
-        t.join()
         flooder.close()
     assert c.stop() == 0
     rows = wattlog("export", "--fill", "--data", data, "--feed", "flood/power").splitlines()
     assert s["produced"] >= 199 and len(rows) - 1 == s["produced"]
     assert all(r.endswith(",500") for r in rows[1:])
-    assert s["commands"] == s["bad_commands"] <= sent[0], s  # all of it garbage, all refused
-    assert s["bad_commands"] >= FLOOD_MIN, (sent[0], s)  # the flood reached the node
+    assert s["commands"] == s["bad_commands"] <= sent, s  # all of it garbage, all refused
+    assert s["bad_commands"] >= FLOOD_MIN, (sent, s)  # the flood reached the node
 
 
 def test_the_acl_refuses_anonymous_and_cross_node_access(broker, simnodes):
