@@ -123,16 +123,23 @@ def test_wattlog_plug_switches_and_reads_a_plug(broker, simnodes):
     assert "no plug 'no-such-plug' has ever reported" in e.value.stderr
 
 
+def forged(broker, simnodes, node_id):
+    """A live plug sending small batches, a forger who reads them (a test user: it may
+    publish anything) and a recorder of the plug's log: (forger, log, plug)."""
+    spy = Recorder(broker, "wattlog/%s/readings" % node_id, name="forger-" + node_id)
+    log = Recorder(broker, "wattlog/%s/log" % node_id)
+    node = simnodes(broker.port, node_id, "--profile", "constant:500", "--speed", "max",
+                    "--start", aligned_past(1800), "--then-realtime", "--batch-max", 8)
+    return spy, log, node
+
+
 def test_forged_and_malformed_acks_free_nothing(broker, simnodes):
     """No collector runs. Garbage acks and an ack for another boot free nothing; then a good
     ack for the plug's real boot (read from its first batch) frees exactly what it says, so
     the refusals above ran against code that does free (with only wrong boots, a node that
     never freed anything would pass too). A test user publishes them: it may publish anything."""
     from wattnode import wire
-    spy = Recorder(broker, "wattlog/forge/readings", name="forger")
-    log = Recorder(broker, "wattlog/forge/log")
-    node = simnodes(broker.port, "forge", "--profile", "constant:500", "--speed", "max",
-                    "--start", aligned_past(1800), "--then-realtime", "--batch-max", 8)
+    spy, log, node = forged(broker, simnodes, "forge")
     try:
         spy.wait(lambda: spy.seen, "the plug's first batch", 30)
         count, _, boot, seq, _, _ = wire.decode_header(spy.seen[0][1])
@@ -153,10 +160,7 @@ def test_forged_ack_for_the_right_boot_but_past_what_was_sent(broker, simnodes):
     """The boot id is random; a forger who read it from a batch still cannot free readings
     the node has not sent: a seq past them is refused."""
     from wattnode import wire
-    spy = Recorder(broker, "wattlog/forge2/readings", name="spy")
-    log = Recorder(broker, "wattlog/forge2/log")
-    node = simnodes(broker.port, "forge2", "--profile", "constant:500", "--speed", "max",
-                    "--start", aligned_past(1800), "--then-realtime", "--batch-max", 8)
+    spy, log, node = forged(broker, simnodes, "forge2")
     try:
         spy.wait(lambda: spy.seen, "the plug's first batch", 20)
         boot = wire.decode_header(spy.seen[0][1])[2]

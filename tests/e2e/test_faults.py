@@ -100,10 +100,8 @@ def test_collector_killed_at_random_ten_times(broker, collectors, simnodes, tmp_
     shorter after the start than the commit interval, so it takes uncommitted readings with
     it): the plugs send again what no ack covered, and every reading is stored once."""
     began = time.monotonic()
-    data = tmp_path / "data"
     rng = random.Random(4)
-    c = collectors(broker.url, data, commit_interval=5)
-    c.wait_for("listening on")
+    data, c = collector_up(broker, collectors, tmp_path, 5)
     names = ["kill-a", "kill-b", "kill-c"]
     plugs = start_plugs(simnodes, broker.port, names, 55)
     for k in range(10):
@@ -125,9 +123,7 @@ def test_broker_stopped_and_restarted(broker, collectors, simnodes, tmp_path):
     then started again (no persistence: queued batches and retained acks are gone): every
     reading is stored once, and the collector says it lost the broker."""
     began = time.monotonic()
-    data = tmp_path / "data"
-    c = collectors(broker.url, data, commit_interval=5)
-    c.wait_for("listening on")
+    data, c = collector_up(broker, collectors, tmp_path, 5)
     names = ["brk-a", "brk-b", "brk-c"]
     plugs = start_plugs(simnodes, broker.port, names, 40)
     wait_until("some readings of every plug stored", lambda: storing(data, names))
@@ -147,9 +143,7 @@ def test_link_cut_longer_than_the_commit_interval(broker, collectors, simnodes, 
     readings are stored: the plugs notice, hold their readings, and every one is stored once
     the link heals."""
     began = time.monotonic()
-    data = tmp_path / "data"
-    c = collectors(broker.url, data, commit_interval=5)
-    c.wait_for("listening on")
+    data, c = collector_up(broker, collectors, tmp_path, 5)
     names = ["cut-a", "cut-b", "cut-c"]
     with Relay(broker.port) as relay:
         plugs = start_plugs(simnodes, relay.port, names, 55)
@@ -170,9 +164,7 @@ def test_nodes_rebooted_cleanly_and_by_crash(broker, collectors, simnodes, tmp_p
     reading: what the flash does not hold is in RTC memory (lib/wattnode/keep.py), and the next
     boot sends it first (before the spill, 13 readings were lost here)."""
     began = time.monotonic()
-    data = tmp_path / "data"
-    c = collectors(broker.url, data, commit_interval=5)
-    c.wait_for("listening on")
+    data, c = collector_up(broker, collectors, tmp_path, 5)
     names = ["boot-a", "boot-b", "boot-c"]
     plugs = start_plugs(simnodes, broker.port, names[:2], 40)
     plugs += start_plugs(simnodes, broker.port, names[2:], 40, "--crash-after", 1500)
@@ -195,6 +187,14 @@ def test_nodes_rebooted_cleanly_and_by_crash(broker, collectors, simnodes, tmp_p
     assert boots == {"boot-a": 2, "boot-b": 1, "boot-c": len(crashed) + 1}, nodes
 
 
+def collector_up(broker, collectors, tmp_path, commit_interval):
+    """The collector on tmp_path/data, listening: (data, the collector)."""
+    data = tmp_path / "data"
+    c = collectors(broker.url, data, commit_interval=commit_interval)
+    c.wait_for("listening on")
+    return data, c
+
+
 def one_run(slots):
     """True if the slots (unix s) are one run on the 10 s grid."""
     slots = sorted(slots)
@@ -206,9 +206,7 @@ def test_an_outage_longer_than_ring_and_spill(broker, collectors, simnodes, tmp_
     (600 readings) fills both. The plug drops only its oldest readings and says how many;
     the collector counts the same gap; every other reading is stored."""
     began = time.monotonic()
-    data = tmp_path / "data"
-    c = collectors(broker.url, data, commit_interval=2)
-    c.wait_for("listening on")
+    data, c = collector_up(broker, collectors, tmp_path, 2)
     names = ["full-a", "full-b", "full-c"]
     with Relay(broker.port) as relay:
         plugs = start_plugs(simnodes, relay.port, names, 55, "--ring-kib", 4, "--spill-kib", 4,
