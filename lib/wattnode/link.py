@@ -5,7 +5,7 @@ Topics under <base>/<node>/: status (retained "online"; the broker publishes the
 last will "offline" when the node vanishes), state (retained JSON after each slot), readings
 (QoS 1 binary batches, wire.py), log (plain-words events), relay/set (ON / OFF / TOGGLE), cmd
 (JSON commands), ack (from the collector), ota/manifest and ota/chunk in, ota/req and
-ota/status out (over-the-air updates, ota.py); and homeassistant/status (Home Assistant's
+ota/status out (over-the-air updates, ota/); and homeassistant/status (Home Assistant's
 "online" asks for discovery again). All are subscribed, in one SUBSCRIBE, before "online" is
 said, so the collector's answer to it cannot be missed. While `read_state` is set (the node's
 energy total is not settled yet: energy.py) its own state topic is subscribed too, in a
@@ -368,24 +368,17 @@ class Link:
 
     # -- small messages ----------------------------------------------------------------------
 
-    def publish(self, topic, payload, retain=False):
-        """QoS 0: nothing to wait for. False (and the link dropped) if it could not be sent."""
+    def publish(self, topic, payload, retain=False, parts=False):
+        """QoS 0: nothing to wait for. False (and the link dropped) if it could not be sent.
+        parts: the payload is a list of strings, sent as one message written piece by piece
+        (a large message without a large block of heap)."""
         if not self.up:
             return False
         try:
-            self.mq.publish(topic, payload, retain)
-            return True
-        except mqtt.ERRORS as e:
-            self._drop(repr(e))
-            return False
-
-    def publish_parts(self, topic, parts, retain=False):
-        """One QoS 0 PUBLISH whose payload is `parts` (strings) one after the other, written
-        piece by piece: a large message without a large block of heap."""
-        if not self.up:
-            return False
-        try:
-            self.mq.publish_parts(topic, parts, retain)
+            if parts:
+                self.mq.publish_parts(topic, payload, retain)
+            else:
+                self.mq.publish(topic, payload, retain)
             return True
         except mqtt.ERRORS as e:
             self._drop(repr(e))

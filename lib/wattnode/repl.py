@@ -71,7 +71,7 @@ def status(json=False):
     cfg, problems = _cfg()
     board = _board()
     node = _node()
-    from wattnode.start import crash_count
+    from wattnode.crashes import crash_count
     free = _mem_free()  # collected first: what is free, not what is not collected yet
     st = node.status() if node else {"node": cfg["node_id"], "heap_free": free}
     st["crashes"] = crash_count()
