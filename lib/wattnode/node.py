@@ -37,6 +37,7 @@ repl.status(), start.py's crash text). Its keys (None where not known yet):
                                               holds; dropped when full; damaged; segments
                                               written this boot
   link_up connects batches bytes_sent acks resends bad_acks last_error   the link
+  broker                                      the broker it is on (or tries next), "host:port"
   commands bad_commands                       messages on cmd and relay/set; refused ones
   meter_faults heap_free                      {fault kind: count}; bytes
   broadlink broadlink_counts                  the SP3S protocol's mode; its counters (or None)
@@ -526,7 +527,7 @@ class Node:
             "never_sent": ring.next - link.sent_top, "dropped": ring.dropped,
             "link_up": link.up, "connects": link.connects, "batches": link.batches,
             "bytes_sent": link.bytes_sent, "acks": link.acks, "resends": link.resends,
-            "bad_acks": link.bad_acks, "last_error": link.last_error,
+            "bad_acks": link.bad_acks, "last_error": link.last_error, "broker": link.broker(),
             "commands": self.commands, "bad_commands": self.bad_commands,
             "meter_faults": dict(zip(meters.FAULTS, self.meter.faults)), "heap_free": gc.mem_free(),
             "broadlink": self.cfg["broadlink"],
