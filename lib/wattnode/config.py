@@ -33,7 +33,7 @@ config.json, on the flash root:
                                    "off", "read" or "control" (anyone on the LAN can switch)
   broadlink_port 80                its UDP port, 1..65535
   ota_key     null                 64 hex digits: the key that authenticates update manifests
-                                   (ota.py); `wattlog provision` makes one per plug. Secret.
+                                   (ota/); `wattlog provision` makes one per plug. Secret.
 board.json, on the flash root: a copy of boards/<plug>.json (name, hal, chip, pins, ring_kib).
 
 A value of the wrong type or out of range is replaced by its default and reported; an
