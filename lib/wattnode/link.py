@@ -60,8 +60,8 @@ Design notes
   as (host, port) pairs, the same login to each): a failed connect or a lost connection moves
   to the next one, tried at once; the back-off above comes after a whole round of them failed
   (it doubles per round), and a connection resets the round. The link stays on the broker it
-  reached (`broker`, "host:port", is in the node's status) and says so on the log at each
-  connect. With one broker nothing of this runs: it reconnects to it as it always has.
+  reached: `broker` ("host:port") is in the node's status, which the node says on its log at
+  each connection. With one broker it reconnects to it as it always has.
 """
 
 import json
@@ -171,10 +171,7 @@ class Link:
         self._backoff_ms = 0
         self.connects += 1
         self._connect_said = None
-        if len(self.brokers) > 1:
-            self._round_left = len(self.brokers)
-            self.log("connected to broker %s (%d of %d)" % (self.broker(), self._at + 1,
-                                                           len(self.brokers)))
+        self._round_left = len(self.brokers)
 
     def broker(self):
         """The broker in use (or tried next), "host:port"."""

@@ -404,7 +404,7 @@ class Node:
             from wattnode import ota
             self.updates = ota.Work((self.link, self.hw.clock, self.ring, self.sampler,
                                      self._reboot_for, self._boot_ticks, self._slots),
-                                    self._problem, self.cfg.get("ota_key"), self.node_id)
+                                    self.cfg.get("ota_key"), self.node_id)
         return self.updates
 
     def _drop_updates(self):
@@ -425,7 +425,7 @@ class Node:
         try:
             from wattnode.ota import resume
             work = resume.due()
-            if work is None or not resume.load(self._updates(), work):
+            if work is None or not resume.load(self._updates(), work, self._problem):
                 self._drop_updates()
             resume = None
             forget("ota.resume")

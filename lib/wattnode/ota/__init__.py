@@ -22,8 +22,8 @@ no heap for the package at all, is in wire.py).
 
 Work, the node's one handle on an update, loads the parts as their work comes, drives them
 from the node's loop and drops each once it is done:
-    Work((link, clock, ring, sampler, reboot, boot_ticks, slots), say, hex_key, node_id)
-    resume.load(work, due())   the work the flash holds at a boot: trial.py for a trial, a
+    Work((link, clock, ring, sampler, reboot, boot_ticks, slots), hex_key, node_id)
+    resume.load(work, due(), say)   the work the flash holds at a boot: trial.py for a trial, a
                      grace period or an outcome to report; transfer.py for a transfer to
                      resume (its staged manifest read by manifest.py first, and alone)
     message(t, msg)  ota/manifest or ota/chunk: a manifest is read by manifest.py (its checks,
@@ -110,12 +110,10 @@ from wattnode import forget
 
 
 class Work:
-    def __init__(self, ports, say, hex_key, node_id):
+    def __init__(self, ports, hex_key, node_id):
         """ports: (link, clock, ring, sampler, reboot, boot_ticks, slots): what trial.Trial
         is handed, the transfer its first and fifth."""
         self.ports = ports
-        self.link = ports[0]
-        self.say = say
         self.hex_key = hex_key
         self.node_id = node_id
         self.transfer = None  # an update's transfer (transfer.Updater) while there is one
@@ -124,7 +122,8 @@ class Work:
     def message(self, topic, msg):
         try:
             taken = None
-            if topic == self.link.t_ota_manifest:
+            link = self.ports[0]
+            if topic == link.t_ota_manifest:
                 gc.collect()
                 from wattnode.ota import manifest
                 up = self.transfer
@@ -136,7 +135,7 @@ class Work:
             if self.transfer is None:
                 gc.collect()
                 from wattnode.ota import transfer
-                self.transfer = transfer.Updater(self.link, self.ports[4])
+                self.transfer = transfer.Updater(link, self.ports[4])
             self.transfer.message(topic, msg, taken)
         except MemoryError:  # the heap cannot take an update now: the trial, if any, runs on
             self.transfer = None

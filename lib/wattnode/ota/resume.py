@@ -26,10 +26,10 @@ def due():
     return None
 
 
-def load(w, work):
+def load(w, work, say):
     """The update work `work` (due()'s) loaded into w (the package's Work); False without the
-    heap for it: said, and a version on trial, which cannot be confirmed then, asks for a
-    reboot, so that boot.py rolls it back after its unconfirmed boots."""
+    heap for it: said (say(text)), and a version on trial, which cannot be confirmed then,
+    asks for a reboot, so that boot.py rolls it back after its unconfirmed boots."""
     gc.collect()  # a module's code needs whole blocks
     try:
         if work != "work" or exists(RESULT):
@@ -43,14 +43,14 @@ def load(w, work):
             if staged is not None:
                 gc.collect()
                 from wattnode.ota import transfer
-                w.transfer = transfer.Updater(w.link, w.ports[4], staged)
+                w.transfer = transfer.Updater(w.ports[0], w.ports[4], staged)
         return True
     except MemoryError:
         w.transfer = w.trial = None
         w.drop()
-    w.say("no heap left for the update's work at start-up (%d bytes free)%s"
-          % (gc.mem_free(), "; rebooting: the version on trial is not confirmed"
-             if work == "trial" else ""))
+    say("no heap left for the update's work at start-up (%d bytes free)%s"
+        % (gc.mem_free(), "; rebooting: the version on trial is not confirmed"
+           if work == "trial" else ""))
     if work == "trial":
         w.ports[4]("the update on trial cannot be confirmed without heap")
     return False
