@@ -375,8 +375,8 @@ class Node:
         """The loop's services, each pass: the link (connect, acks, commands, the next batch;
         at once with flush), the update work, the Broadlink protocol."""
         self.link.service(self.hw.wifi_up(), flush=flush)
-        if self.updates is not None and not self.updates.service(self.link.up):
-            self._drop_updates()
+        if self.updates is not None:
+            self._service_updates()
         if self.broadlink is not None:
             self.broadlink.service()
 
@@ -388,14 +388,28 @@ class Node:
         try:
             self._updates().message(topic, msg)
         except MemoryError:
-            if self.updates is not None and self.updates.trial is None:
+            self._no_heap(wire.manifest_id(msg) if topic == self.link.t_ota_manifest else None)
+
+    def _service_updates(self):
+        """The update work's pass (ota.Work.service()); a MemoryError (the transfer's code,
+        for a manifest read on an earlier pass) refused as in on_ota()."""
+        try:
+            if not self.updates.service(self.link.up):
                 self._drop_updates()
-            gc.collect()
-            reason = "no heap left to take an update (%d bytes free)" % gc.mem_free()
-            self.link.log("ota: %s; the running version is kept" % reason)
-            if topic == self.link.t_ota_manifest:
-                self.link.publish(self.link.t_ota_status,
-                                  wire.ota_refused(msg, __version__, reason), retain=True)
+        except MemoryError:
+            self._no_heap(self.updates.taken_id)
+
+    def _no_heap(self, uid):
+        """An update the heap cannot take (uid: its manifest's id, to refuse on ota/status, or
+        None for a chunk)."""
+        if self.updates is not None and self.updates.trial is None:
+            self._drop_updates()
+        gc.collect()
+        reason = "no heap left to take an update (%d bytes free)" % gc.mem_free()
+        self.link.log("ota: %s; the running version is kept" % reason)
+        if uid is not None:
+            self.link.publish(self.link.t_ota_status,
+                              wire.ota_refused(uid, __version__, reason), retain=True)
 
     def _updates(self):
         """The update package's Work (ota/), loaded for an update's work."""

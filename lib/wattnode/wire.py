@@ -256,8 +256,8 @@ def manifest_id(msg):
     return uid.decode()
 
 
-def ota_refused(msg, running, reason):
-    """The retained ota/status of a plug that cannot take the update `msg` (its ota/manifest
-    message) at all; running: its version; reason: one sentence, without quotes."""
+def ota_refused(uid, running, reason):
+    """The retained ota/status of a plug that cannot take the update `uid` (its manifest's id,
+    manifest_id()'s) at all; running: its version; reason: one sentence, without quotes."""
     return '{"id": "%s", "state": "refused", "running": "%s", "reason": "%s"}' % (
-        manifest_id(msg), running, reason)
+        uid, running, reason)

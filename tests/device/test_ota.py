@@ -97,8 +97,12 @@ class TestOta(unittest.TestCase):
         return node
 
     def send(self, msg, topic="manifest"):
+        """msg on ota/<topic>; a manifest's transfer is then loaded, as the node's loop does
+        first on its next pass (Work.service())."""
         t = self.node.link.t_ota_manifest if topic == "manifest" else self.node.link.t_ota_chunk
         self.node.on_ota(t, msg)
+        if self.node.updates is not None:
+            self.node.updates.load()
 
     def transfer(self, files, flip=None):
         """Send every chunk in order, as the operator answers the plug's requests."""
@@ -467,7 +471,7 @@ class TestOta(unittest.TestCase):
         before = gc.mem_alloc()
         self.send(msg)
         self.assertIsNone(self.node.updates.transfer.refused)
-        self.assertEqual(len(self.node.updates.transfer.m["files"]), 26)
+        self.assertEqual(len(self.node.updates.transfer.m["sizes"]), 26)
         self.assertFalse("wattnode.ota.manifest" in sys.modules)
         gc.collect()
         held = gc.mem_alloc() - before

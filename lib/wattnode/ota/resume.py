@@ -7,6 +7,7 @@ while a transfer or a trial runs.
 import gc
 
 from wattnode import forget
+from wattnode.ota import compact
 from wattnode.ota.flash import POINTER, RESULT, STAGED, exists
 
 
@@ -42,6 +43,7 @@ def load(w, work, say):
             forget("ota.manifest")
             if staged is not None:
                 gc.collect()
+                compact(staged)
                 from wattnode.ota import transfer
                 w.transfer = transfer.Updater(w.ports[0], w.ports[4], staged)
         return True

@@ -78,7 +78,7 @@ class Updater:
         self._start_file()
         self.moved_ms = time.ticks_ms()
         self.link.log("ota: update %s to version %s accepted: %d files, %d bytes"
-                      % (m["id"], m["version"], len(m["files"]), m["total"]))
+                      % (m["id"], m["version"], len(m["sizes"]), m["total"]))
         self._status("receiving", m)
 
     def _on_chunk(self, msg):
@@ -90,7 +90,7 @@ class Updater:
         if fi != self.f or off != self.off:
             self.stale += 1  # a resent or late chunk: the next request says where we are
             return
-        entry = self.m["files"][fi]
+        entry = _file(self.m, fi)
         name = entry[0]
         size = entry[1]
         n = len(msg) - _HDR
@@ -116,7 +116,7 @@ class Updater:
     # -- transfer ----------------------------------------------------------------------------
 
     def _start_file(self):
-        entry = self.m["files"][self.f]
+        entry = _file(self.m, self.f)
         name = entry[0]
         makedirs(STAGE + "/" + name.rsplit("/", 1)[0])
         self.h = sha256()
@@ -128,14 +128,14 @@ class Updater:
 
     def _file_done(self):
         """The file being received is whole: keep it if its sha256 matches, then the next."""
-        entry = self.m["files"][self.f]
+        entry = _file(self.m, self.f)
         name = entry[0]
         if self.h.digest() != entry[2]:
             self.refuse(self.m, "%s does not match its sha256 in the manifest" % name)
             return
         os.rename(STAGE + "/" + name + ".part", STAGE + "/" + name)
         self.f += 1
-        if self.f == len(self.m["files"]):
+        if self.f == len(self.m["sizes"]):
             self._switch()
         else:
             self._start_file()
@@ -146,7 +146,8 @@ class Updater:
         once the link is up to say so); a .part file is hashed as it is."""
         self.m = m
         self.done = 0
-        for i, (name, size, _) in enumerate(m["files"]):
+        for i in range(len(m["sizes"])):
+            name, size, _ = _file(m, i)
             if exists(STAGE + "/" + name):
                 self.done += size
                 continue
@@ -160,20 +161,21 @@ class Updater:
             self.done += self.off
             break
         else:
-            self.f = len(m["files"])
+            self.f = len(m["sizes"])
         self.moved_ms = time.ticks_ms()
         self.pending = self._altered()
-        if self.pending is None and self.f < len(m["files"]) and \
-                self.off == m["files"][self.f][1]:
+        if self.pending is None and self.f < len(m["sizes"]) and \
+                self.off == m["sizes"][self.f]:
             self._file_done()  # whole when the plug stopped: checked as a last chunk is
-        elif self.pending is None and self.f == len(m["files"]):
+        elif self.pending is None and self.f == len(m["sizes"]):
             self._switch()
 
     def _altered(self):
         """Why the update must be refused because a staged file no longer matches its sha256
         (the flash altered it since it was verified), or None."""
         m = self.m
-        for name, size, digest in m["files"][:self.f]:
+        for i in range(self.f):
+            name, size, digest = _file(m, i)
             try:
                 h, n = _hash(STAGE + "/" + name)
             except OSError:
@@ -202,7 +204,7 @@ class Updater:
         m = self.m
         self.asked = True
         self.asked_ms = now
-        size = m["files"][self.f][1]
+        size = m["sizes"][self.f]
         self.asked_to = min(size, self.off + CHUNK * WINDOW)
         link = self.link
         link.publish(link.t_ota_req, json.dumps(
@@ -260,6 +262,11 @@ class Updater:
         used = gc.mem_alloc()
         if used > self.high_water:
             self.high_water = used
+
+
+def _file(m, i):
+    """(path, size, sha256's 32 bytes) of the manifest's file i (the package's compact())."""
+    return m["paths"][i], m["sizes"][i], m["sha256"][i]
 
 
 def _hash(path):
