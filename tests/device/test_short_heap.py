@@ -152,6 +152,38 @@ class TestShortOfHeap(unittest.TestCase):
             server.close()
             os.chdir(cwd)
 
+    def test_a_transfer_without_heap_on_the_next_pass_is_refused_under_its_id(self):
+        """A manifest is read when it comes; the transfer's code is loaded on the loop's next
+        pass, once the message is gone. When the heap cannot take it then, the update is
+        refused all the same, on ota/status under the update's id, and the node runs on."""
+        need_sockets()
+        cwd = os.getcwd()
+        fresh_dir(FLASH)
+        os.chdir(FLASH)
+        client, server = loopback()
+        try:
+            node = _plug(FLASH)[0]
+            node.link.mq.attach(client)
+            node.link.up = True
+            forget("ota")
+            node.on_ota(node.link.t_ota_manifest,
+                        b'00ff\n{"id": "0a0b0c0e", "node": "plug-m", "serial": 7}')
+            self.assertTrue(node.updates.taken is not None)  # read; its transfer not loaded yet
+            hold = fill_heap(2048)
+            node._service_updates()
+            hold = None
+            gc.collect()
+            self.assertIsNone(node.updates)
+            status = publishes(packets(server), b"wattlog/plug-m/ota/status")
+            self.assertEqual(len(status), 1, status)
+            s = json.loads(status[0])
+            self.assertEqual((s["id"], s["state"]), ("0a0b0c0e", "refused"))
+            self.assertIn("no heap left to take an update", s["reason"])
+        finally:
+            client.close()
+            server.close()
+            os.chdir(cwd)
+
     def test_a_command_without_heap_changes_nothing_and_the_plug_runs_on(self):
         """An `info` command coming when the heap is full or in pieces (it once crashed a
         plug in the limited heap right after it connected) is refused in words, counted,
