@@ -126,36 +126,27 @@ class TestShortOfHeap(unittest.TestCase):
         """A manifest that comes when the heap cannot take the update's code is refused on ota/status,
         under the update's id, so `wattlog ota` says why at once instead of waiting for its
         timeout; the node runs on."""
-        need_sockets()
-        cwd = os.getcwd()
-        fresh_dir(FLASH)
-        os.chdir(FLASH)
-        client, server = loopback()
-        try:
-            node = _plug(FLASH)[0]
-            node.link.mq.attach(client)
-            node.link.up = True
-            forget("ota")
-            manifest = b'00ff\n{"id": "0a0b0c0d", "node": "plug-m", "serial": 7}'
+        def short(node, manifest):
             hold = fill_heap(6144)
             node.on_ota(node.link.t_ota_manifest, manifest)
             hold = None
-            gc.collect()
-            self.assertIsNone(node.updates)
-            status = publishes(packets(server), b"wattlog/plug-m/ota/status")
-            self.assertEqual(len(status), 1, status)
-            s = json.loads(status[0])
-            self.assertEqual((s["id"], s["state"]), ("0a0b0c0d", "refused"))
-            self.assertIn("no heap left to take an update", s["reason"])
-        finally:
-            client.close()
-            server.close()
-            os.chdir(cwd)
+        self.refused_without_heap("0a0b0c0d", short)
 
     def test_a_transfer_without_heap_on_the_next_pass_is_refused_under_its_id(self):
         """A manifest is read when it comes; the transfer's code is loaded on the loop's next
         pass, once the message is gone. When the heap cannot take it then, the update is
         refused all the same, on ota/status under the update's id, and the node runs on."""
+        def short(node, manifest):
+            node.on_ota(node.link.t_ota_manifest, manifest)
+            self.assertTrue(node.updates.taken is not None)  # read; its transfer not loaded yet
+            hold = fill_heap(2048)
+            node._service_updates()
+            hold = None
+        self.refused_without_heap("0a0b0c0e", short)
+
+    def refused_without_heap(self, uid, short):
+        """short(node, manifest) runs the plug out of heap for the update `uid`: refused on
+        ota/status with the reason, the update package dropped."""
         need_sockets()
         cwd = os.getcwd()
         fresh_dir(FLASH)
@@ -166,18 +157,13 @@ class TestShortOfHeap(unittest.TestCase):
             node.link.mq.attach(client)
             node.link.up = True
             forget("ota")
-            node.on_ota(node.link.t_ota_manifest,
-                        b'00ff\n{"id": "0a0b0c0e", "node": "plug-m", "serial": 7}')
-            self.assertTrue(node.updates.taken is not None)  # read; its transfer not loaded yet
-            hold = fill_heap(2048)
-            node._service_updates()
-            hold = None
+            short(node, b'00ff\n{"id": "%s", "node": "plug-m", "serial": 7}' % uid.encode())
             gc.collect()
             self.assertIsNone(node.updates)
             status = publishes(packets(server), b"wattlog/plug-m/ota/status")
             self.assertEqual(len(status), 1, status)
             s = json.loads(status[0])
-            self.assertEqual((s["id"], s["state"]), ("0a0b0c0e", "refused"))
+            self.assertEqual((s["id"], s["state"]), (uid, "refused"))
             self.assertIn("no heap left to take an update", s["reason"])
         finally:
             client.close()
