@@ -173,6 +173,20 @@ class TestOta(unittest.TestCase):
         self.assertIn("not enough flash", self.node.updates.transfer.refused)
         self.assertFalse("stage" in os.listdir("ota"))
 
+    def test_a_manifest_sent_again_before_the_loop_passes_is_the_transfer_under_way(self):
+        """The transfer's code is loaded on the loop's pass after a manifest; the same
+        manifest again before that pass (the operator resending it) is the transfer under
+        way, as it is once that code is loaded, not a replay refused for its serial."""
+        msg = manifest(FILES)
+        self.node.on_ota(self.node.link.t_ota_manifest, msg)  # no loop pass in between
+        self.node.on_ota(self.node.link.t_ota_manifest, msg)
+        up = self.node.updates.transfer
+        self.assertIsNone(up.refused)
+        self.assertEqual(up.m["id"], "0a0b0c0d")
+        self.transfer(FILES)
+        self.assertIsNone(up.refused)
+        self.assertEqual(otaflash.read_pointer()[:3], ["u0a0b0c0d", "-", "trial"])
+
     def test_a_transfer_cut_by_a_reboot_resumes_from_the_flash(self):
         self.send(manifest(FILES))
         self.send(chunk(0, 0, FILES[0][1]), "chunk")

@@ -30,8 +30,8 @@ from the node's loop and drops each once it is done:
     message(t, msg)  ota/manifest or ota/chunk: a manifest is read by manifest.py (its checks,
                      the parsed JSON), which is then dropped, and its file list made compact
                      (compact()); unless a transfer is already under way, transfer.py is
-                     loaded on the loop's next pass (load(), from service()), once the
-                     message, one large block, is gone: manifest.py and transfer.py are never
+                     loaded on the loop's next pass or at the next message (load()), once
+                     the message, one large block, is gone: manifest.py and transfer.py are never
                      in the heap at once, nor the message and transfer.py's code
     on_trial()       a version on trial is being judged (the node then sends each reading at
                      once: the collector's ack confirms it)
@@ -39,11 +39,10 @@ from the node's loop and drops each once it is done:
                      forgets the package)
 A MemoryError in message() or service() (load(): taken_id names the update) drops what
 could not be loaded (the trial under way is kept when only the transfer did not fit) and is
-raised again: the node refuses the update. resume.load()
-says it (say(text): on the log once the link is up). No part is handed the node: the link, the
-clock, the ring and the sampler (what a trial is judged by), reboot(reason) (a clean reboot,
-when the loop can), the plug's ota_key (hex) and id, the node's boot ticks and slots()
-(trial.py's).
+raised again: the node refuses the update. resume.load() says it (say(text): on the log once
+the link is up). No part is handed the node: the link, the clock, the ring and the sampler
+(what a trial is judged by), reboot(reason) (a clean reboot, when the loop can), the plug's
+ota_key (hex) and id, the node's boot ticks and slots() (trial.py's).
 
 Topics under <base>/<node>/ (ACL: only wattlog-operator publishes the first two; the plug
 reads only its own, publishes only its own):
@@ -127,6 +126,7 @@ class Work:
 
     def message(self, topic, msg):
         try:
+            self.load()  # a manifest read on an earlier message and not yet passed on: first
             taken = None
             link = self.ports[0]
             if topic == link.t_ota_manifest:
@@ -208,7 +208,6 @@ class Work:
             forget("ota.trial")
         if self.transfer is None and self.trial is None:
             forget("ota.flash")
-
 
 
 def compact(m):
