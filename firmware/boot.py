@@ -1,5 +1,5 @@
 # boot.py - runs first at every reset, soft ones included, before main.py. It chooses the
-# version of the node to run (over-the-air updates, wattnode/ota.py), decides on safe mode
+# version of the node to run (over-the-air updates, wattnode/ota/), decides on safe mode
 # (wattnode/safe.py: button held at boot, or 3 crashes in a row), keeps a watchdog armed
 # before a soft reset from cutting the mpremote session that made it (main.py does not run
 # from mpremote's raw REPL), and must itself never fail, so the REPL always comes up.
@@ -10,11 +10,11 @@
 # previous one here when it crashed (the crash counter), failed to start (ota/failed, written
 # by main.py), was reset by the watchdog (machine.reset_cause(): its loop stopped) or has
 # booted MAX_TRIAL_BOOTS times unconfirmed. A confirmed version is in its grace period
-# ("grace") until it has run a while (wattnode/otatrial.py): a crash loop then
+# ("grace") until it has run a while (wattnode/ota/trial.py): a crash loop then
 # (MAX_GRACE_CRASHES crashes in a row, a watchdog reset counting as one) sends it back to
 # the previous version, which is still on the flash, rather than into safe mode. ota/result
 # then says why, and the node reports it once its link is up (naming the version by its
-# folder: the node's otatrial.py turns that into the version string).
+# folder: the node's ota/trial.py turns that into the version string).
 #
 # The fixed loader: this file and main.py are installed once, over USB, and never updated over
 # the air, as ESP-IDF's OTA never replaces its second-stage bootloader. They decide which
@@ -23,10 +23,11 @@
 # them: a plug with a broken loader could only be repaired over USB, which on mains is never.
 # Everything that may need fixing lives in the versioned wattnode package (safe mode's
 # conditions in wattnode/safe.py, starting the node in wattnode/start.py, the transfer, the
-# trial and the reports in wattnode/ota.py); what stays here is only choosing a folder, the
+# trial and the reports in wattnode/ota/); what stays here is only choosing a folder, the
 # trial's three rollback conditions and calling safe.check(). The contract with the versions
 # is therefore frozen: ota/boot's one-line format above, ota/failed, ota/result's keys and the
-# crash counter file `crashes`; a new version's ota.py must keep writing and reading them.
+# crash counter file `crashes` (wattnode/crashes.py); a new version's ota/ must keep writing
+# and reading them.
 import micropython
 import sys
 

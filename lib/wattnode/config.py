@@ -5,6 +5,14 @@ config.json, on the flash root:
   base_topic  "wattlog"            MQTT topics are <base_topic>/<node_id>/...
   broker      {"host": "192.168.1.10", "port": 1883, "user": null, "password": null,
                "ca": null}         ca: a PEM CA file on the flash turns TLS on (wattlog provision)
+              host is one broker, or a list of them, each "host" or "host:port" (port: 1..65535;
+              without one, broker.port; host: a name or an IPv4 address), e.g. ["10.0.0.5",
+              "10.0.0.6:1884", "mqtt-3.lan"]: the nodes of a broker cluster. The link tries them
+              in turn (link.py): on a failed connect or a lost connection the next one, at
+              once, and after a whole round, the back-off one broker has. The same login (user,
+              password, ca) goes to each. A bad entry is reported and left out; a list with
+              none left falls back to the default host. check() gives a list as (host, port)
+              pairs, broker.port where the entry names none.
   discovery_prefix "homeassistant" Home Assistant's MQTT discovery prefix
   wifi        {"ssid": "", "password": ""}
   interval_s  10                   slot length, 1..3600
@@ -25,7 +33,7 @@ config.json, on the flash root:
                                    "off", "read" or "control" (anyone on the LAN can switch)
   broadlink_port 80                its UDP port, 1..65535
   ota_key     null                 64 hex digits: the key that authenticates update manifests
-                                   (ota.py); `wattlog provision` makes one per plug. Secret.
+                                   (ota/); `wattlog provision` makes one per plug. Secret.
 board.json, on the flash root: a copy of boards/<plug>.json (name, hal, chip, pins, ring_kib).
 
 A value of the wrong type or out of range is replaced by its default and reported; an
@@ -133,7 +141,41 @@ def _wrong(key, value, should):
     return "%s must be %s, not %r" % (key, should, value)
 
 
+def host_port(entry):
+    """(host, port) of a broker.host list entry, "host" or "host:port" (port 0: none given),
+    or None when it is neither."""
+    if not isinstance(entry, str) or not entry or " " in entry:
+        return None
+    cut = entry.rfind(":")
+    if cut < 0:
+        return entry, 0
+    port = entry[cut + 1:]
+    if cut == 0 or ":" in entry[:cut] or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return entry[:cut], int(port)
+
+
+def _hosts(path, key, value, default, problems):
+    """A broker.host list as the link takes it: a (host, port) pair for each good entry (port
+    0 until check() puts broker.port there); each bad one reported and left out; the default
+    host when none is left."""
+    good = []
+    for i, entry in enumerate(value):
+        pair = host_port(entry)
+        if pair is None:
+            problems.append((path, key, "%s[%d] = %r is not \"host\" or \"host:port\" (port "
+                             "1..65535)" % (key, i, entry), "leaving it out"))
+        else:
+            good.append(pair)
+    if not good:
+        problems.append((path, key, "%s lists no broker" % key, "using %r" % (default,)))
+        return default
+    return good
+
+
 def _check(path, key, value, default, problems):
+    if key == "broker.host" and isinstance(value, list):
+        return _hosts(path, key, value, default, problems)
     if default is None:
         if key in _STR_OR_NULL and value is not None and not isinstance(value, str):
             problems.append((path, key, _wrong(key, value, "a string or null"), "using null"))
@@ -205,6 +247,9 @@ def check(raw, path="config.json"):
         problems.append((path, "node_id", "node_id %r must be 1-32 of a-z 0-9 _ -"
                          % (cfg["node_id"],), "using the MAC-derived id"))
         cfg["node_id"] = None
+    broker = cfg["broker"]
+    if not isinstance(broker["host"], str):
+        broker["host"] = [(h, p or broker["port"]) for h, p in broker["host"]]
     for b in calib.check(cfg["calibration"]):
         problems.append((path, "calibration", b, "running uncalibrated"))
         cfg["calibration"] = {}

@@ -56,7 +56,7 @@ def topic(prefix, node_id):
 
 
 def payload(node_id, base, board_name, chip, mac_hex):
-    """The payload as a list of strings of a few hundred bytes each: link.publish_parts()
+    """The payload as a list of strings of a few hundred bytes each: link.publish(parts=True)
     sends them one after the other, so no 1.5 KB block of heap is ever needed."""
     t = "%s/%s/" % (base, node_id)
     mac = ":".join(mac_hex[i:i + 2] for i in range(0, len(mac_hex), 2))

@@ -5,7 +5,7 @@ Topics under <base>/<node>/: status (retained "online"; the broker publishes the
 last will "offline" when the node vanishes), state (retained JSON after each slot), readings
 (QoS 1 binary batches, wire.py), log (plain-words events), relay/set (ON / OFF / TOGGLE), cmd
 (JSON commands), ack (from the collector), ota/manifest and ota/chunk in, ota/req and
-ota/status out (over-the-air updates, ota.py); and homeassistant/status (Home Assistant's
+ota/status out (over-the-air updates, ota/); and homeassistant/status (Home Assistant's
 "online" asks for discovery again). All are subscribed, in one SUBSCRIBE, before "online" is
 said, so the collector's answer to it cannot be missed. While `read_state` is set (the node's
 energy total is not settled yet: energy.py) its own state topic is subscribed too, in a
@@ -56,6 +56,12 @@ Design notes
   call into the client may raise (mqtt.ERRORS): service() catches them in one place and calls
   _drop(), which is idempotent. Reconnects back off exponentially (1 s .. 60 s) with jitter;
   the hardware layer reconnects Wi-Fi.
+- Several brokers (config.json's broker.host a list: the nodes of a broker cluster, `brokers`
+  as (host, port) pairs, the same login to each): a failed connect or a lost connection moves
+  to the next one, tried at once; the back-off above comes after a whole round of them failed
+  (it doubles per round), and a connection resets the round. The link stays on the broker it
+  reached: `broker` ("host:port") is in the node's status, which the node says on its log at
+  each connection. With one broker it reconnects to it as it always has.
 """
 
 import json
@@ -105,7 +111,13 @@ class Link:
         self._sub_pid = -1         # the packet id of the SUBSCRIBE for self._topics
         self.read_state = False    # subscribe to its own retained state (energy.py)
         self.hold = False          # send no batch (the energy total is not settled)
+        self.brokers = brokers(cfg["broker"])
         self.mq = mqtt.client(node_id, cfg["broker"], KEEPALIVE_S)
+        self._at = -1
+        self._round_left = 0
+        self._next_broker()  # a list's first (the client took broker.host as it is)
+        self._at = 0               # the broker in use: self.brokers[self._at]
+        self._round_left = len(self.brokers)  # brokers this round may still try
         self.mq.set_last_will(self.t_status, b"offline", retain=True, qos=1)
         self.mq.set_callback(self._on_message)
         self.ring = ring
@@ -159,6 +171,29 @@ class Link:
         self._backoff_ms = 0
         self.connects += 1
         self._connect_said = None
+        self._round_left = len(self.brokers)
+
+    def broker(self):
+        """The broker in use (or tried next), "host:port"."""
+        return "%s:%d" % (self.mq.server, self.mq.port)
+
+    def _next_broker(self):
+        """After a failure with several brokers: the next one, and True while this round has
+        one left to try at once; False (the back-off is due) after a whole round, or with one
+        broker."""
+        n = len(self.brokers)
+        if n == 1:
+            return False  # mqtt.client() took its host and port
+        self._at = (self._at + 1) % n
+        mq = self.mq
+        mq.server, mq.port = self.brokers[self._at]
+        if mq.ssl is True:  # the old TLS form names the host it verifies in its parameters
+            mq.ssl_params["server_hostname"] = mq.server
+        self._round_left -= 1
+        if self._round_left > 0:
+            return True
+        self._round_left = n
+        return False
 
     def _connect_failed(self, e):
         """Why a connect failed, in words; printed when it differs from the last time (a
@@ -181,10 +216,13 @@ class Link:
         self.up = False
         self._inflight_n = 0
         self.last_error = reason
-        b = self._backoff_ms * 2 if self._backoff_ms else _BACKOFF_MIN_MS
-        self._backoff_ms = b if b < _BACKOFF_MAX_MS else _BACKOFF_MAX_MS
-        jitter = self._random(1)[0] * self._backoff_ms // 512  # up to half the back-off
-        self._retry_ms = time.ticks_add(time.ticks_ms(), self._backoff_ms + jitter)
+        if self._next_broker():
+            self._retry_ms = time.ticks_ms()  # the next broker of this round, at once
+        else:
+            b = self._backoff_ms * 2 if self._backoff_ms else _BACKOFF_MIN_MS
+            self._backoff_ms = b if b < _BACKOFF_MAX_MS else _BACKOFF_MAX_MS
+            jitter = self._random(1)[0] * self._backoff_ms // 512  # up to half the back-off
+            self._retry_ms = time.ticks_add(time.ticks_ms(), self._backoff_ms + jitter)
         if was_up:
             print("link: connection lost:", reason)
 
@@ -368,24 +406,17 @@ class Link:
 
     # -- small messages ----------------------------------------------------------------------
 
-    def publish(self, topic, payload, retain=False):
-        """QoS 0: nothing to wait for. False (and the link dropped) if it could not be sent."""
+    def publish(self, topic, payload, retain=False, parts=False):
+        """QoS 0: nothing to wait for. False (and the link dropped) if it could not be sent.
+        parts: the payload is a list of strings, sent as one message written piece by piece
+        (a large message without a large block of heap)."""
         if not self.up:
             return False
         try:
-            self.mq.publish(topic, payload, retain)
-            return True
-        except mqtt.ERRORS as e:
-            self._drop(repr(e))
-            return False
-
-    def publish_parts(self, topic, parts, retain=False):
-        """One QoS 0 PUBLISH whose payload is `parts` (strings) one after the other, written
-        piece by piece: a large message without a large block of heap."""
-        if not self.up:
-            return False
-        try:
-            self.mq.publish_parts(topic, parts, retain)
+            if parts:
+                self.mq.publish_parts(topic, payload, retain)
+            else:
+                self.mq.publish(topic, payload, retain)
             return True
         except mqtt.ERRORS as e:
             self._drop(repr(e))
@@ -431,3 +462,10 @@ class Link:
         elif (topic == self.t_ota_manifest or topic == self.t_ota_chunk) and \
                 "ota" in self._handlers:
             self._handlers["ota"](topic, msg)
+
+
+def brokers(broker):
+    """The (host, port) pairs the link tries in turn: broker["host"], one host (on
+    broker["port"]), or the list of them config.py makes."""
+    host = broker["host"]
+    return [(host, broker["port"])] if isinstance(host, str) else host

@@ -2,7 +2,7 @@
 #     make -C ports/esp32 BOARD=ESP32_GENERIC FROZEN_MANIFEST=/path/to/board-manifest.py
 # with a board manifest that does include("$(PORT_DIR)/boards/manifest.py") and includes this
 # file. Frozen, the node's bytecode lives in flash instead of the heap: about 39 KiB of heap
-# with the 32 KiB ring instead of about 112 KiB loaded from .mpy files (tools/bench/heap).
+# with the 32 KiB ring instead of about 116 KiB loaded from .mpy files (tools/bench/heap).
 # Every module of the package is frozen, as tools/build puts every one in build/device: the
 # package holds only what a plug runs. Only this file is left out (package() without files
 # would freeze it too); the version is __init__.py's __version__, the one place it is written.

@@ -37,6 +37,7 @@ repl.status(), start.py's crash text). Its keys (None where not known yet):
                                               holds; dropped when full; damaged; segments
                                               written this boot
   link_up connects batches bytes_sent acks resends bad_acks last_error   the link
+  broker                                      the broker it is on (or tries next), "host:port"
   commands bad_commands                       messages on cmd and relay/set; refused ones
   meter_faults heap_free                      {fault kind: count}; bytes
   broadlink broadlink_counts                  the SP3S protocol's mode; its counters (or None)
@@ -51,9 +52,10 @@ import sys
 import time
 from binascii import hexlify
 
-from wattnode import __version__, forget, meters, spill, wire
+from wattnode import __version__, forget, meters, wire
 from wattnode.calib import Calibration
 from wattnode.clock import TimeKeeper
+from wattnode.crashes import HEALTHY_S
 from wattnode.energy import EnergyStore
 from wattnode.link import Link
 from wattnode.relay import CONNECTING, ERROR, ONLINE, Controls
@@ -62,7 +64,6 @@ from wattnode.sampler import Sampler
 from micropython import const
 
 LOOP_MS = const(100)
-HEALTHY_S = const(600)
 DRAIN_MS = const(30000)
 SETTLE_MS = const(60000)
 REBOOT_MARGIN_S = const(3)  # a clean reboot waits for the slot's end when it is this close
@@ -104,7 +105,10 @@ class Node:
         self.controls = Controls(board, hw, cfg["relay_power_on"])
         self.keeper = TimeKeeper(hw, cfg["ntp_host"] or None)
         if ring.behind is None:  # start.py makes it first; a test may not
-            spill.behind(ring, hw.rtc, spill_kib, cfg["interval_s"], problems.append)
+            from wattnode import spillboot
+            spillboot.behind(ring, hw.rtc, spill_kib, cfg["interval_s"], problems.append)
+            del spillboot
+            forget("spillboot")
         self.spill = ring.behind
         self.spill.say = self._problem
         self.energy = EnergyStore(hw.rtc, cfg["checkpoint_wh"], cfg["checkpoint_s"],
@@ -133,12 +137,8 @@ class Node:
         self.broadlink = None  # the SP3S protocol (broadlink.py), imported only when it is on
         if cfg["broadlink"] != "off":
             self._start_broadlink(problems)
-        self.ota = None  # an update's transfer (ota.py), loaded only while there is one
-        self.ota_trial = None  # a boot's update work: a trial, an outcome to report (otatrial.py)
-        self._ota_due = None  # the update work still to be loaded (see _load_ota)
-        due = _ota_work()
-        if due:
-            self._load_ota(due, True)
+        self.updates = None  # the update work (ota.Work), loaded only while there is some
+        self._updates_due = True  # the flash's update work is loaded on the loop's first pass
 
     def _begin(self, now, boot_ticks):
         """The wall time is known: start slotting (with the readings held since boot)."""
@@ -206,19 +206,15 @@ class Node:
         wdt = self.hw.watchdog(self.cfg["watchdog_s"] * 1000)
         while True:  # until a KeyboardInterrupt (Ctrl-C, or a clock that ends the run)
             wdt.feed()
-            if self._ota_due:
-                self._load_ota(self._ota_due, False)
+            if self._updates_due:
+                self._load_updates()
             self.meter.poll()
             keeper.service(self.hw.wifi_up())
             now = keeper.now()
             if not self.energy.settled:
                 self._settle_when_due()
             if now < 0:  # no wall time yet: keep measuring, stamp nothing
-                self.link.service(self.hw.wifi_up())
-                if self.ota is not None or self.ota_trial is not None:
-                    self._ota_service()
-                if self.broadlink is not None:
-                    self.broadlink.service()
+                self._service(False)
                 if self.reboot_reason:
                     self.reboot()
                 clock.wait(clock.time_s() + 1, LOOP_MS, self.meter.poll_ms)
@@ -240,12 +236,7 @@ class Node:
                 if news:
                     self.link.log(news)
             # a version on trial sends each reading at once: the collector's ack confirms it
-            self.link.service(self.hw.wifi_up(), flush=self.ota_trial is not None
-                              and self.ota_trial.trial is not None)
-            if self.ota is not None or self.ota_trial is not None:
-                self._ota_service()
-            if self.broadlink is not None:
-                self.broadlink.service()
+            self._service(self.updates is not None and self.updates.on_trial())
             if self.link.up and self._announced != self.link.connects:
                 self.announce()
             if self.reboot_reason and self._early_in_slot(now):
@@ -350,7 +341,7 @@ class Node:
     def on_energy(self, wh, unix_s):
         """The rest of the collector's answer: the last energy total it holds for this plug
         (-1: none). Whatever it says, the total is settled now. unix_s is the slot of that
-        total, its newest: a rollback's report counts the slots lost after it (otatrial.py)."""
+        total, its newest: a rollback's report counts the slots lost after it (ota/trial.py)."""
         self.stored_to_s = unix_s if wh >= 0 else 0
         if not self.energy.settled:
             if wh >= 0:
@@ -380,96 +371,91 @@ class Node:
             return
         self.energy.offer(int(kwh * 1000 + 0.5), t - wire.EPOCH_UNIX, "state")
 
+    def _service(self, flush):
+        """The loop's services, each pass: the link (connect, acks, commands, the next batch;
+        at once with flush), the update work, the Broadlink protocol."""
+        self.link.service(self.hw.wifi_up(), flush=flush)
+        if self.updates is not None:
+            self._service_updates()
+        if self.broadlink is not None:
+            self.broadlink.service()
+
     def on_ota(self, topic, msg):
-        """ota/manifest or ota/chunk. A manifest is read by otamanifest.py (its checks, the
-        parsed JSON), which is then unloaded, before the transfer (ota.py) is loaded: unless a
-        transfer is already under way, the two are not in the heap at once. A MemoryError is
-        refused, not a crash."""
+        """ota/manifest or ota/chunk, for the update package (ota.Work), loaded for it. A
+        MemoryError is refused, not a crash: the running version is kept, said on the log
+        and, for a manifest, at once on ota/status (wire.ota_refused: `wattlog ota` need not
+        wait for its timeout); the trial under way, if any, runs on."""
         try:
-            taken = None
-            if topic == self.link.t_ota_manifest:
-                gc.collect()  # a module's code needs whole blocks
-                from wattnode import otamanifest
-                taken = otamanifest.take(self, msg)
-                otamanifest = None
-                forget("otamanifest")
-            if self.ota is None:
-                gc.collect()
-                from wattnode import ota
-                self.ota = ota.Updater(self)
-            self.ota.message(topic, msg, taken)
-        except MemoryError:  # the heap cannot take an update now: the node runs on
-            self.ota = None
-            forget("ota", "otamanifest")
-            if self.ota_trial is None:
-                forget("otaflash")
-            gc.collect()
-            reason = "no heap left to take an update (%d bytes free)" % gc.mem_free()
-            self.link.log("ota: %s; the running version is kept" % reason)
-            if topic == self.link.t_ota_manifest:  # tell `wattlog ota` at once, not by its timeout
-                self.link.publish(self.link.t_ota_status, '{"id": "%s", "state": "refused", '
-                                  '"running": "%s", "reason": "%s"}'
-                                  % (_manifest_id(msg), __version__, reason), retain=True)
-
-    def _load_ota(self, due, first):
-        """The update work the flash holds at boot (`due`: "trial", "grace" or "work"):
-        otatrial.py for a trial, a grace period or an outcome to report, ota.py for a transfer
-        to resume. At start-up the heap
-        is at its fullest: without room then (`first`), it is tried once more on the loop's
-        first pass, start-up's garbage gone; a MemoryError must not fail the start (main.py
-        would leave a plug at the REPL, not metering). Without the heap for it even then, a
-        version on trial cannot be confirmed: the node reboots, and boot.py rolls it back
-        after its unconfirmed boots; other work waits for a later boot."""
-        self._ota_due = None
-        gc.collect()
-        try:
-            if self.ota_trial is None and (due != "work" or _on_flash("ota/result")):
-                from wattnode import otatrial
-                self.ota_trial = otatrial.Trial(self)
-            if self.ota is None and _on_flash("ota/stage/manifest"):
-                from wattnode import otamanifest  # first and alone, as in on_ota
-                staged = otamanifest.staged(self)
-                otamanifest = None
-                forget("otamanifest")
-                if staged is not None:
-                    gc.collect()
-                    from wattnode import ota
-                    self.ota = ota.Updater(self, staged)
-            return
+            self._updates().message(topic, msg)
         except MemoryError:
-            self.ota = self.ota_trial = None
-            forget("ota", "otamanifest", "otatrial", "otaflash")
-        if first:
-            self._ota_due = due
-            return
-        trial = due == "trial"
-        self.problems.append("no heap left for the update's work at start-up (%d bytes free)%s"
-                             % (gc.mem_free(), "; rebooting: the version on trial is not "
-                                               "confirmed" if trial else ""))
-        if trial:
-            self.reboot_reason = "the update on trial cannot be confirmed without heap"
+            self._no_heap(wire.manifest_id(msg) if topic == self.link.t_ota_manifest else None)
 
-    def _ota_service(self):
-        """Each part of an update's work is unloaded once it has none left."""
-        up = self.link.up
-        work = self.ota_trial
-        if work is not None:
-            if up:
-                work.service()
-            else:
-                work.check_deadline()
-            if not work.busy():
-                self.ota_trial = None
-                forget("otatrial")
-        work = self.ota
-        if work is not None:
-            if up:
-                work.service()
-            if not work.busy():
-                self.ota = None
-                forget("ota")
-        if self.ota is None and self.ota_trial is None:
-            forget("otaflash")
+    def _service_updates(self):
+        """The update work's pass (ota.Work.service()); a MemoryError (the transfer's code,
+        for a manifest read on an earlier pass) refused as in on_ota()."""
+        try:
+            if not self.updates.service(self.link.up):
+                self._drop_updates()
+        except MemoryError:
+            self._no_heap(self.updates.taken_id)
+
+    def _no_heap(self, uid):
+        """An update the heap cannot take (uid: its manifest's id, to refuse on ota/status, or
+        None for a chunk)."""
+        if self.updates is not None and self.updates.trial is None:
+            self._drop_updates()
+        gc.collect()
+        reason = "no heap left to take an update (%d bytes free)" % gc.mem_free()
+        self.link.log("ota: %s; the running version is kept" % reason)
+        if uid is not None:
+            self.link.publish(self.link.t_ota_status,
+                              wire.ota_refused(uid, __version__, reason), retain=True)
+
+    def _updates(self):
+        """The update package's Work (ota/), loaded for an update's work."""
+        if self.updates is None:
+            gc.collect()  # a module's code needs whole blocks
+            from wattnode import ota
+            self.updates = ota.Work((self.link, self.hw.clock, self.ring, self.sampler,
+                                     self._reboot_for, self._boot_ticks, self._slots),
+                                    self.cfg.get("ota_key"), self.node_id)
+        return self.updates
+
+    def _drop_updates(self):
+        """The update package, all of it, out of the heap."""
+        self.updates = None
+        forget("ota")
+
+    def _load_updates(self):
+        """On the loop's first pass, start-up's garbage gone (the heap is at its fullest
+        during start-up): the update work the flash holds (ota/resume.py). All of it lives in
+        the ota/ folder: without one (a plug never updated) nothing is loaded. Without the
+        heap even for the package, it is said, and the work waits for a later boot (a version
+        on trial then goes back after boot.py's MAX_TRIAL_BOOTS boots); a MemoryError must not
+        stop the loop (main.py would leave a plug at the REPL, not metering)."""
+        self._updates_due = False
+        if not _exists("ota"):
+            return
+        try:
+            from wattnode.ota import resume
+            work = resume.due()
+            if work is None or not resume.load(self._updates(), work, self._problem):
+                self._drop_updates()
+            resume = None
+            forget("ota.resume")
+        except MemoryError:
+            self._drop_updates()
+            self.problems.append("no heap left for the update's work at start-up (%d bytes "
+                                 "free)" % gc.mem_free())
+
+    def _reboot_for(self, reason):
+        """An update's reboot request: a clean reboot, early in a slot (run())."""
+        self.reboot_reason = reason
+
+    def _slots(self):
+        """(the collector's newest slot of this plug, unix s: 0 none, None not heard yet;
+        this boot's first slot, unix s, or None): what a rollback's report counts by."""
+        return self.stored_to_s, _unix(self._first_slot)
 
     def announce(self):
         """Home Assistant discovery (discovery.py), retained, and the node's status on its log
@@ -479,10 +465,10 @@ class Node:
         self._announced = self.link.connects  # once per connection, whatever happens
         try:
             from wattnode import discovery
-            self.link.publish_parts(
+            self.link.publish(
                 discovery.topic(self.cfg["discovery_prefix"], self.node_id).encode(),
                 discovery.payload(self.node_id, self.cfg["base_topic"], self.board_name,
-                                  self.chip, self.mac_hex), retain=True)
+                                  self.chip, self.mac_hex), retain=True, parts=True)
         except MemoryError:
             self.link.log("no heap left for Home Assistant discovery; it is tried again at "
                           "the next connection")
@@ -555,7 +541,7 @@ class Node:
             "never_sent": ring.next - link.sent_top, "dropped": ring.dropped,
             "link_up": link.up, "connects": link.connects, "batches": link.batches,
             "bytes_sent": link.bytes_sent, "acks": link.acks, "resends": link.resends,
-            "bad_acks": link.bad_acks, "last_error": link.last_error,
+            "bad_acks": link.bad_acks, "last_error": link.last_error, "broker": link.broker(),
             "commands": self.commands, "bad_commands": self.bad_commands,
             "meter_faults": dict(zip(meters.FAULTS, self.meter.faults)), "heap_free": gc.mem_free(),
             "broadlink": self.cfg["broadlink"],
@@ -574,34 +560,7 @@ def _command(node, msg):
     return commands.handle(node, msg)
 
 
-def _manifest_id(msg):
-    """The 8 hex digits after "id" in an ota/manifest message, found without parsing it (there
-    is no heap for that), or "?"; unauthenticated: it only names what is refused."""
-    i = msg.find(b'"id"')
-    i = msg.find(b'"', msg.find(b":", i) + 1) if i >= 0 else -1
-    uid = msg[i + 1:i + 9] if i >= 0 else b""
-    if len(uid) != 8 or any(c not in b"0123456789abcdef" for c in uid):
-        return "?"
-    return uid.decode()
-
-
-def _ota_work():
-    """The over-the-air update work the flash holds for this boot (the files of ota.py's
-    notes): "trial" (a version on trial), "grace" (a version in its grace period), "work" (an
-    outcome to report, a transfer to resume) or None."""
-    try:
-        with open("ota/boot") as f:
-            state = f.read().split()[2]
-        if state in ("trial", "grace"):
-            return state
-    except (OSError, IndexError):
-        pass
-    if _on_flash("ota/result") or _on_flash("ota/stage/manifest"):
-        return "work"
-    return None
-
-
-def _on_flash(path):
+def _exists(path):
     try:
         os.stat(path)
         return True

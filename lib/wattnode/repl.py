@@ -71,7 +71,7 @@ def status(json=False):
     cfg, problems = _cfg()
     board = _board()
     node = _node()
-    from wattnode.start import crash_count
+    from wattnode.crashes import crash_count
     free = _mem_free()  # collected first: what is free, not what is not collected yet
     st = node.status() if node else {"node": cfg["node_id"], "heap_free": free}
     st["crashes"] = crash_count()
@@ -82,7 +82,9 @@ def status(json=False):
     print("node       %s" % (st["node"] or "(from the MAC)"))
     print("board      %s, chip %s%s" % (board.get("name"), board.get("chip"),
                                          "" if board.get("verified") else " (pins unverified)"))
-    print("broker     %s:%d, every %d s" % (cfg["broker"]["host"], cfg["broker"]["port"], cfg["interval_s"]))
+    from wattnode.link import brokers
+    print("broker     %s, every %d s" % (", ".join("%s:%d" % b for b in brokers(cfg["broker"])),
+                                         cfg["interval_s"]))
     if node:
         print("time       %s (%s)" % (st["time"] or "not known yet", st["time_from"]))
         print("last slot  %s W, %s V, %s A at %s" % (st["power_w"], st["voltage_v"],

@@ -7,7 +7,7 @@ Safe mode is entered when
   - the node crashed MAX_CRASHES times in a row (start.py counts crashes in a file and logs
     them to crash.log); the count is then cleared, so the next reset tries the app again.
     A version just confirmed by an update is sent back to the previous one instead (boot.py,
-    which runs first: its grace period, wattnode/otatrial.py).
+    which runs first: its grace period, wattnode/ota/trial.py).
 On the unix port there is no button to read (machine has no Pin): only the crash rule applies.
 
 It also keeps mpremote's sessions alive: after a soft reset (mpremote makes one before any
@@ -21,7 +21,8 @@ import os
 import time
 
 from wattnode import config
-from wattnode.start import REPL_HOLD_S, crash_count, set_crash_count
+from wattnode.crashes import crash_count, set_crash_count
+from wattnode.start import REPL_HOLD_S
 
 MAX_CRASHES = 3
 SAFE_FLAG = "safe"

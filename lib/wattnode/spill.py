@@ -20,8 +20,8 @@ Contract (the ring calls it as ring.behind; ring.py's seq addressing)
   error) leaves the records in RAM, said once on the log, and is tried again a segment later;
   should the RAM then overflow, the records it drops (and the older ones on flash: the run
   stays one run) are counted as the ring counts its drops.
-- Before the first sample spillboot.boot() (loaded for it, then forgotten) takes what the boot
-  before left on the flash and in RTC memory, oldest first, as this boot's seqs 0.. (`kept`);
+- Before the first sample spillboot.behind() (loaded for it, then forgotten) makes the spill
+  and takes what the boot before left on the flash and in RTC memory, oldest first, as this boot's seqs 0.. (`kept`);
   records of damaged segments are never sent, and counted (`torn`).
 - `paused` (set while the energy total is not settled: energy.py) holds segment writes back:
   such records could not be raised after.
@@ -72,18 +72,6 @@ _ENOSPC = const(28)
 _SAID_FULL = const(1)
 _SAID_WRITE = const(2)
 _SAID_HEAP = const(4)
-
-
-def behind(ring, rtc, kib, interval_s, say):
-    """The spill behind `ring`: kib of flash, RTC memory (keep.Keep) on the hardware layer's
-    rtc, what the boot before left taken in (spillboot, loaded for it, then forgotten). Made
-    by start.py while the heap is still in one piece, right after the ring."""
-    from wattnode import forget, keep, spillboot
-    sp = Spill(keep.Keep(rtc), kib * 1024 // FILE_BYTES, say=say)
-    ring.behind = sp
-    spillboot.boot(sp, ring, interval_s)
-    forget("spillboot")
-    return sp
 
 
 def file_bytes(c1, c2):

@@ -1,8 +1,9 @@
 """spillboot.py - the flash spill at start-up: what the boot before left on the flash and in RTC
-memory becomes this boot's first readings. Loaded once, by spill.behind() at start-up (right
-after the ring, before the first sample), and forgotten after (wattnode.forget): a plug's heap
-keeps only spill.py.
+memory becomes this boot's first readings. Loaded once, by start.py (right after the ring,
+before the first sample), and forgotten after (wattnode.forget): a plug's heap keeps only
+spill.py. It imports spill.py, never the other way round.
 
+behind(ring, rtc, kib, interval_s, say): the spill behind the ring, made, then boot():
 boot(sp, ring, interval_s)
 - reads every file of the spill's folder (spill.py's layout), oldest first (file_numbers:
   the counter wraps at 65536), checking each segment (spill.read_segment); a damaged segment
@@ -42,6 +43,17 @@ def file_numbers(names):
         if nums[i] - nums[i - 1] > widest:
             cut, widest = i, nums[i] - nums[i - 1]
     return nums[cut:] + nums[:cut]
+
+
+def behind(ring, rtc, kib, interval_s, say):
+    """The spill behind `ring`: kib of flash, RTC memory (keep.Keep) on the hardware layer's
+    rtc, what the boot before left taken in. Made by start.py while the heap is still in one
+    piece, right after the ring; the caller forgets this module after."""
+    from wattnode import keep
+    sp = spill.Spill(keep.Keep(rtc), kib * 1024 // spill.FILE_BYTES, say=say)
+    ring.behind = sp
+    boot(sp, ring, interval_s)
+    return sp
 
 
 def boot(sp, ring, interval_s):

@@ -2,8 +2,8 @@
 
 Order matters for memory: config.json and board.json are read and the ring is allocated
 first, while the heap is still in one piece (the ring is one block of ring_kib KiB), then the
-spill behind it (its RTC image and index; spill.behind() loads what the boot before kept,
-with spillboot.py, which goes again), and only then are the big modules imported. What only start-up needs (config.py, board.py, and safe.py,
+spill behind it (its RTC image and index; spillboot.behind() loads what the boot before kept,
+and spillboot.py goes again), and only then are the big modules imported. What only start-up needs (config.py, board.py, and safe.py,
 which boot.py ran) is unloaded before that (wattnode.forget): about 20 KiB of a 64-bit heap
 that the node's run, an update or the Broadlink protocol can use. The node then runs under
 the watchdog.
@@ -23,8 +23,8 @@ CRASH_LOG_MAX bytes: older entries are dropped, so a crash loop cannot wear or f
 flash), the crash counter in CRASHES_FILE goes up, the energy total is checkpointed and the
 plug resets. The readings it held are not lost: what the flash does not hold is in RTC memory
 (keep.py), and the next boot sends it first (spill.py). After 3 crashes in a row boot.py
-keeps the app from starting (safe mode, see safe.py); the counter goes back to 0 once the
-node has run node.HEALTHY_S without crashing.
+keeps the app from starting (safe mode, see safe.py); the counter (crashes.py) goes back to 0
+once the node has run crashes.HEALTHY_S without crashing.
 """
 
 import gc
@@ -33,30 +33,14 @@ import json
 import sys
 
 from wattnode import forget, wire
+from wattnode.crashes import crash_count, set_crash_count
 from wattnode.ring import Ring
 
 CRASH_LOG = "crash.log"
 CRASH_LOG_MAX = 4096
-CRASHES_FILE = "crashes"
 REPL_HOLD_S = 1800  # how long a plug stopped at the REPL waits for repl.start() before it resets
 node = None     # the running node, for the REPL helpers (repl.py)
 _hold = None    # the watchdog re-armed to REPL_HOLD_S while the node is stopped
-
-
-def crash_count():
-    try:
-        with open(CRASHES_FILE) as f:
-            return int(f.read() or 0)
-    except (OSError, ValueError):
-        return 0
-
-
-def set_crash_count(n):
-    try:
-        with open(CRASHES_FILE, "w") as f:
-            f.write(str(n))
-    except OSError:
-        pass
 
 
 def log_crash(text):
@@ -88,9 +72,11 @@ def main(config_path="config.json", board_path="board.json"):
     forget("board", "config", "safe")
     gc.collect()
     ring = Ring(ring_kib * 1024 // wire.RECORD_SIZE)  # while the heap is whole
-    from wattnode import hw as hal, spill
+    from wattnode import hw as hal, spillboot
     hw = hal.load(board, cfg)
-    spill.behind(ring, hw.rtc, spill_kib, cfg["interval_s"], problems.append)  # and its buffers
+    spillboot.behind(ring, hw.rtc, spill_kib, cfg["interval_s"], problems.append)  # and its buffers
+    del spillboot
+    forget("spillboot")
     gc.collect()  # the spill's start-up work is gone before the node's modules come
     from wattnode.node import Node
     if no_wifi and hw.wireless:  # said at every boot: the console is all such a plug has

@@ -76,6 +76,13 @@ A payload with "clock" is a CLOCK (its value must be true), else one with "resen
 else an ACK. Values are JSON integers (not true, not 1.0). Optional fields may be absent (acks
 retained by an older collector have no "commit"); keys not listed are ignored, so a newer
 collector may add some. parse_ack refuses anything else with AckError saying why.
+
+Updates (the package ota/ says the rest of their protocol): an ota/manifest message is
+"<hmac hex>\n<manifest JSON>" with an "id" of 8 hex digits; manifest_id() finds it without
+parsing the JSON. A plug that has no heap even for the update's code answers a manifest with
+ota_refused(), on its retained ota/status, at once (the operator's `wattlog ota` would
+otherwise wait for its timeout): {"id", "state": "refused", "running", "reason"}. Both are here,
+loaded on every plug, because the node needs them exactly when nothing else can be loaded.
 """
 
 import json
@@ -236,3 +243,21 @@ def parse_ack(payload):
         return RESEND, ack
     _field(ack, "commit", _U32_MAX, 0, True)
     return ACK, ack
+
+
+def manifest_id(msg):
+    """The 8 hex digits after "id" in an ota/manifest message, found without parsing it (there
+    may be no heap for that), or "?"; unauthenticated: it only names what is refused."""
+    i = msg.find(b'"id"')
+    i = msg.find(b'"', msg.find(b":", i) + 1) if i >= 0 else -1
+    uid = msg[i + 1:i + 9] if i >= 0 else b""
+    if len(uid) != 8 or any(c not in b"0123456789abcdef" for c in uid):
+        return "?"
+    return uid.decode()
+
+
+def ota_refused(uid, running, reason):
+    """The retained ota/status of a plug that cannot take the update `uid` (its manifest's id,
+    manifest_id()'s) at all; running: its version; reason: one sentence, without quotes."""
+    return '{"id": "%s", "state": "refused", "running": "%s", "reason": "%s"}' % (
+        uid, running, reason)

@@ -1,5 +1,6 @@
-"""test_ota.py - over-the-air updates on the plug (wattnode/ota.py and its parts otamanifest.py,
-otatrial.py, otaflash.py; firmware/boot.py): a manifest is taken only with this plug's HMAC;
+"""test_ota.py - over-the-air updates on the plug (the package wattnode/ota/: its Work, which
+the node holds, and the parts it loads, transfer.py, manifest.py, trial.py, flash.py;
+firmware/boot.py): a manifest is taken only with this plug's HMAC;
 every file is checked against its sha256 before anything switches; the update holds only the
 part it needs; a flipped byte, a forged manifest, a missing __init__ or too little flash
 is refused with the running version untouched; the switch is one pointer write; a transfer
@@ -15,8 +16,11 @@ import unittest
 from binascii import hexlify
 from hashlib import sha256
 
-from wattnode import config, forget, ota, otaflash, otamanifest
+from wattnode import config, forget
+from wattnode.crashes import HEALTHY_S
 from wattnode.node import Node
+from wattnode.ota import flash as otaflash
+from wattnode.ota import manifest as otamanifest, transfer
 from wattnode.ring import Ring
 from wattsim.board import Board
 
@@ -56,6 +60,15 @@ def chunk(fi, off, data):
                   off >> 24 & 255)) + data
 
 
+ALL_PARTS = ("ota.transfer", "ota.manifest", "ota.trial", "ota.resume", "ota.flash", "ota")
+
+
+def loaded():
+    """The update package's modules in sys.modules (without "wattnode.")."""
+    return sorted(m[9:] for m in sys.modules if m == "wattnode.ota" or
+                  m.startswith("wattnode.ota."))
+
+
 FILES = [("wattnode/__init__.py", b'__version__ = "9.9.9"\n'),
          ("wattnode/extra.py", bytes(range(256)) * 9)]   # 2304 bytes: three chunks
 
@@ -79,26 +92,32 @@ class TestOta(unittest.TestCase):
         cfg = config.load("config.json", problems)
         board = board_file("sim")
         hw = Board(board, cfg, {"profile": "constant:1000", "start": START}, FLASH)
-        return Node(cfg, board, hw, problems, True, Ring(16))
+        node = Node(cfg, board, hw, problems, True, Ring(16))
+        node._load_updates()  # as the loop's first pass does
+        return node
 
     def send(self, msg, topic="manifest"):
+        """msg on ota/<topic>; a manifest's transfer is then loaded, as the node's loop does
+        first on its next pass (Work.service())."""
         t = self.node.link.t_ota_manifest if topic == "manifest" else self.node.link.t_ota_chunk
         self.node.on_ota(t, msg)
+        if self.node.updates is not None:
+            self.node.updates.load()
 
     def transfer(self, files, flip=None):
         """Send every chunk in order, as the operator answers the plug's requests."""
         for fi, (_, content) in enumerate(files):
-            for off in range(0, len(content), ota.CHUNK):
-                data = bytearray(content[off:off + ota.CHUNK])
+            for off in range(0, len(content), transfer.CHUNK):
+                data = bytearray(content[off:off + transfer.CHUNK])
                 if flip == (fi, off):
                     data[7] ^= 1
                 self.send(chunk(fi, off, bytes(data)), "chunk")
-                if self.node.ota.m is None:
+                if self.node.updates.transfer.m is None:
                     return
 
     def test_a_verified_update_switches_by_the_pointer_and_keeps_the_previous(self):
         self.send(manifest(FILES))
-        self.assertIsNone(self.node.ota.refused)
+        self.assertIsNone(self.node.updates.transfer.refused)
         self.assertEqual(otaflash.read_pointer(), None)  # nothing switched while receiving
         self.transfer(FILES)
         self.assertEqual(otaflash.read_pointer(), ["u0a0b0c0d", "-", "trial", 0, 60])
@@ -110,37 +129,37 @@ class TestOta(unittest.TestCase):
     def test_a_flipped_byte_is_refused_before_any_switch(self):
         self.send(manifest(FILES))
         self.transfer(FILES, flip=(1, 1024))
-        self.assertIn("wattnode/extra.py does not match its sha256", self.node.ota.refused)
+        self.assertIn("wattnode/extra.py does not match its sha256", self.node.updates.transfer.refused)
         self.assertIsNone(otaflash.read_pointer())
         self.assertIsNone(self.node.reboot_reason)
         self.assertFalse("stage" in os.listdir("ota"))
 
     def test_a_forged_or_foreign_manifest_is_refused(self):
         self.send(manifest(FILES, key="22" * 32))
-        self.assertIn("HMAC does not match", self.node.ota.refused)
+        self.assertIn("HMAC does not match", self.node.updates.transfer.refused)
         self.send(manifest(FILES, node="plug-other"))
-        self.assertIn("not this plug", self.node.ota.refused)
+        self.assertIn("not this plug", self.node.updates.transfer.refused)
         genuine = manifest(FILES)
         self.send(genuine.replace(b"9.9.9", b"6.6.6"))  # altered after signing
-        self.assertIn("HMAC does not match", self.node.ota.refused)
-        self.assertIsNone(self.node.ota.m)
+        self.assertIn("HMAC does not match", self.node.updates.transfer.refused)
+        self.assertIsNone(self.node.updates.transfer.m)
         for junk in (b"", b"x" * 70, b"\n" * 100, b"zz" * 32 + b"\n{}"):
             self.send(junk)
-            self.assertIsNotNone(self.node.ota.refused)
+            self.assertIsNotNone(self.node.updates.transfer.refused)
         self.assertIsNone(otaflash.read_pointer())
 
     def test_a_plug_without_a_key_takes_no_update(self):
         self.node = self.make_node(key=None)
         self.send(manifest(FILES))
-        self.assertIn("no ota_key", self.node.ota.refused)
+        self.assertIn("no ota_key", self.node.updates.transfer.refused)
 
     def test_a_set_without_init_or_a_wrong_total_is_refused(self):
         self.send(manifest(FILES[1:]))
-        self.assertIn("lacks wattnode/__init__", self.node.ota.refused)
+        self.assertIn("lacks wattnode/__init__", self.node.updates.transfer.refused)
         self.send(manifest(FILES, total=5))
-        self.assertIn("not the sum", self.node.ota.refused)
+        self.assertIn("not the sum", self.node.updates.transfer.refused)
         self.send(manifest([("../boot.py", b"x"), FILES[0]]))
-        self.assertIn("is not [wattnode/path", self.node.ota.refused)
+        self.assertIn("is not [wattnode/path", self.node.updates.transfer.refused)
 
     def test_too_little_flash_is_refused_before_a_byte_is_written(self):
         big = (1 << 29) - 3000  # more than the flash check ever counts as free
@@ -151,15 +170,29 @@ class TestOta(unittest.TestCase):
         m["total"] += big
         body = json.dumps(m).encode()
         self.send(hexlify(otamanifest.hmac_sha256(b"\x11" * 32, body)) + b"\n" + body)
-        self.assertIn("not enough flash", self.node.ota.refused)
+        self.assertIn("not enough flash", self.node.updates.transfer.refused)
         self.assertFalse("stage" in os.listdir("ota"))
+
+    def test_a_manifest_sent_again_before_the_loop_passes_is_the_transfer_under_way(self):
+        """The transfer's code is loaded on the loop's pass after a manifest; the same
+        manifest again before that pass (the operator resending it) is the transfer under
+        way, as it is once that code is loaded, not a replay refused for its serial."""
+        msg = manifest(FILES)
+        self.node.on_ota(self.node.link.t_ota_manifest, msg)  # no loop pass in between
+        self.node.on_ota(self.node.link.t_ota_manifest, msg)
+        up = self.node.updates.transfer
+        self.assertIsNone(up.refused)
+        self.assertEqual(up.m["id"], "0a0b0c0d")
+        self.transfer(FILES)
+        self.assertIsNone(up.refused)
+        self.assertEqual(otaflash.read_pointer()[:3], ["u0a0b0c0d", "-", "trial"])
 
     def test_a_transfer_cut_by_a_reboot_resumes_from_the_flash(self):
         self.send(manifest(FILES))
         self.send(chunk(0, 0, FILES[0][1]), "chunk")
         self.send(chunk(1, 0, FILES[1][1][:1024]), "chunk")
         self.node = self.make_node()  # a reboot: a new node finds the staged transfer
-        up = self.node.ota
+        up = self.node.updates.transfer
         self.assertEqual((up.f, up.off, up.done), (1, 1024, len(FILES[0][1]) + 1024))
         self.send(chunk(1, 0, FILES[1][1][:1024]), "chunk")  # a late copy: ignored
         self.assertEqual(up.stale, 1)
@@ -187,7 +220,7 @@ class TestOta(unittest.TestCase):
         self.send(chunk(1, 2048, files[1][1][2048:]), "chunk")  # extra.py whole: verified
         self.flip("ota/stage/wattnode/extra.py")
         self.node = self.make_node()  # the power comes back
-        up = self.node.ota
+        up = self.node.updates.transfer
         self.assertIsNone(otaflash.read_pointer())
         self.connect(self.node)
         up.service()
@@ -204,10 +237,10 @@ class TestOta(unittest.TestCase):
         self.send(manifest(FILES))
         self.send(chunk(0, 0, FILES[0][1]), "chunk")
         self.flip("ota/stage/wattnode/__init__.py", at=2)
-        for off in range(0, len(FILES[1][1]), ota.CHUNK):
-            self.send(chunk(1, off, FILES[1][1][off:off + ota.CHUNK]), "chunk")
+        for off in range(0, len(FILES[1][1]), transfer.CHUNK):
+            self.send(chunk(1, off, FILES[1][1][off:off + transfer.CHUNK]), "chunk")
         self.assertIn("wattnode/__init__.py changed on the flash after it was verified",
-                      self.node.ota.refused)
+                      self.node.updates.transfer.refused)
         self.assertIsNone(otaflash.read_pointer())
         self.assertIsNone(self.node.reboot_reason)
         self.assertFalse("stage" in os.listdir("ota"))
@@ -235,24 +268,24 @@ class TestOta(unittest.TestCase):
         for _ in range(2):  # after a reboot too: the serial is on the flash
             self.node = self.make_node()
             self.send(old)
-            self.assertIn("serial 1000 is not above 1001", self.node.ota.refused)
-            self.assertIsNone(self.node.ota.m)
+            self.assertIn("serial 1000 is not above 1001", self.node.updates.transfer.refused)
+            self.assertIsNone(self.node.updates.transfer.m)
             self.assertEqual(otaflash.read_pointer()[:3], ["u00000002", "u00000001", "ok"])
             self.assertFalse("stage" in os.listdir("ota"))
         self.assertIn("u00000002", os.listdir("ota"))
         downgrade = manifest(FILES, uid="00000003", serial=1002, version="9.9.9")  # on purpose
         self.send(downgrade)
-        self.assertIsNotNone(self.node.ota.m)
+        self.assertIsNotNone(self.node.updates.transfer.m)
         self.transfer(FILES)
         self.assertEqual(otaflash.read_pointer()[:3], ["u00000003", "u00000002", "trial"])
         self.assertEqual(self.node.reboot_reason, "update to version 9.9.9")
         self.node = self.make_node()  # the trial runs out: rolled back to u00000002
         self.node.hw.clock.advance_ms(61000)
-        self.node.ota_trial.check_deadline()
+        self.node.updates.trial.check_deadline()
         self.assertEqual(otaflash.read_pointer()[:3], ["u00000002", "-", "ok"])
         self.node = self.make_node()
         self.send(downgrade)  # spent, though it was rolled back
-        self.assertIn("serial 1002 is not above 1002", self.node.ota.refused)
+        self.assertIn("serial 1002 is not above 1002", self.node.updates.transfer.refused)
         self.assertEqual(otaflash.read_pointer()[:3], ["u00000002", "-", "ok"])
 
     def test_a_replay_during_a_transfer_leaves_the_transfer_alone(self):
@@ -260,11 +293,11 @@ class TestOta(unittest.TestCase):
         self.send(manifest(FILES, uid="00000005", serial=5))
         self.send(chunk(0, 0, FILES[0][1]), "chunk")
         self.send(manifest(FILES, uid="00000004", serial=4))
-        self.assertIn("serial 4 is not above 5", self.node.ota.refused)
-        self.assertEqual(self.node.ota.m["id"], "00000005")
-        self.node.ota.refused = None
+        self.assertIn("serial 4 is not above 5", self.node.updates.transfer.refused)
+        self.assertEqual(self.node.updates.transfer.m["id"], "00000005")
+        self.node.updates.transfer.refused = None
         self.transfer(FILES)  # the first file's chunk again is stale: ignored
-        self.assertIsNone(self.node.ota.refused)
+        self.assertIsNone(self.node.updates.transfer.refused)
         self.assertEqual(otaflash.read_pointer()[0], "u00000005")
 
     def test_a_manifest_without_a_serial_is_refused(self):
@@ -273,8 +306,8 @@ class TestOta(unittest.TestCase):
         del body["serial"]
         body = json.dumps(body).encode()
         self.send(hexlify(otamanifest.hmac_sha256(b"\x11" * 32, body)) + b"\n" + body)
-        self.assertIn("serial", self.node.ota.refused)
-        self.assertIsNone(self.node.ota.m)
+        self.assertIn("serial", self.node.updates.transfer.refused)
+        self.assertIsNone(self.node.updates.transfer.m)
 
     def connect(self, node):
         """The node's link as connect() leaves it, on a loopback socket; the server end, read
@@ -307,12 +340,12 @@ class TestOta(unittest.TestCase):
         self.connect(node)
         node._begin(node.keeper.now(), node.hw.clock.ticks_ms())
         node.sampler.last_slot = node._first_slot
-        node.ota_trial.service()
-        self.assertIsNotNone(node.ota_trial.result)  # waits for the collector's answer
+        node.updates.trial.service()
+        self.assertIsNotNone(node.updates.trial.result)  # waits for the collector's answer
         first = node.status()["first_slot"]
         node.on_energy(1000, first - 70)  # 6 slots between its newest slot and this boot's
-        node.ota_trial.service()
-        self.assertIsNone(node.ota_trial.result)
+        node.updates.trial.service()
+        self.assertIsNone(node.updates.trial.result)
         sent = self.sent()
         self.assertIn(b"rolled back", sent)
         self.assertIn(b"9.9.9", sent)
@@ -328,11 +361,11 @@ class TestOta(unittest.TestCase):
                                "reason": "it crashed"})
         node = self.make_node()
         self.connect(node)
-        node.ota_trial.service()
-        self.assertIsNotNone(node.ota_trial.result)
+        node.updates.trial.service()
+        self.assertIsNotNone(node.updates.trial.result)
         node.hw.clock.advance_ms(31000)
-        node.ota_trial.service()
-        self.assertIsNone(node.ota_trial.result)
+        node.updates.trial.service()
+        self.assertIsNone(node.updates.trial.result)
         sent = self.sent()
         self.assertIn(b"rolled back", sent)
         self.assertFalse(b'"lost"' in sent)
@@ -435,38 +468,49 @@ class TestOta(unittest.TestCase):
 
     def test_a_transfer_holds_only_the_transfer_and_a_compact_manifest(self):
         """Once a manifest of a whole build (26 files) is taken, the update holds the
-        transfer's code and the file list with 32-byte digests: the manifest's checks
-        (otamanifest.py) are unloaded, and the parsed JSON's hex digests are gone. Held, loaded
-        from source on the 64-bit port: about 12.7 KiB, under 15 (20.1 KiB while ota.py was
-        one module keeping the parsed JSON), which is what lets an update fit the 200 KiB
-        limited heap."""
+        transfer's code and the file list as three lists with 32-byte digests: the
+        manifest's checks (ota/manifest.py) are unloaded, and the parsed JSON's hex digests
+        and its list per file are gone. Held, loaded from source on the 64-bit port: about
+        14.4 KiB, under 15 (14.8 with a list per file; 20.1 KiB while the transfer was one
+        module keeping the parsed JSON; 13.1 KiB before the node's update handling moved into
+        the package, whose Work the node now loads with it), which is what lets an update fit
+        the 200 KiB limited heap."""
         if sys.platform == "webassembly":
             raise unittest.SkipTest("the WebAssembly port collects garbage only between the "
                                     "steps of its JavaScript host, not in gc.collect()")
         files = [("wattnode/__init__.py", b'__version__ = "9.9.9"\n')] + [
             ("wattnode/module%02d.mpy" % i, bytes([i]) * 3000) for i in range(25)]
         msg = manifest(files)
-        forget("ota", "otamanifest", "otatrial", "otaflash")
+        forget(*ALL_PARTS)
         gc.collect()
         before = gc.mem_alloc()
         self.send(msg)
-        self.assertIsNone(self.node.ota.refused)
-        self.assertEqual(len(self.node.ota.m["files"]), 26)
-        self.assertFalse("wattnode.otamanifest" in sys.modules)
+        self.assertIsNone(self.node.updates.transfer.refused)
+        self.assertEqual(len(self.node.updates.transfer.m["sizes"]), 26)
+        self.assertFalse("wattnode.ota.manifest" in sys.modules)
         gc.collect()
         held = gc.mem_alloc() - before
         self.assertTrue(held < 15 * 1024, held)
 
     def test_a_boot_on_trial_loads_only_the_trial(self):
-        """A version on trial holds the trial's few KiB, not the transfer nor the checks."""
+        """A version on trial holds the trial's few KiB (and the package's work and flash
+        files), not the transfer nor the checks; a plug with no update work holds nothing of
+        the package, and drops it all once the trial's work is done."""
+        forget(*ALL_PARTS)
+        self.make_node()
+        self.assertEqual(loaded(), [])
         os.mkdir("ota")
         otaflash.write_pointer("u00000002", "u00000001", "trial", 1, 60)
-        forget("ota", "otamanifest", "otatrial")
         node = self.make_node()
-        self.assertIsNotNone(node.ota_trial)
-        self.assertIsNone(node.ota)
-        self.assertEqual([m in sys.modules for m in ("wattnode.ota", "wattnode.otamanifest",
-                                                     "wattnode.otatrial")], [False, False, True])
+        self.assertIsNotNone(node.updates.trial)
+        self.assertIsNone(node.updates.transfer)
+        self.assertEqual(loaded(), ["ota", "ota.flash", "ota.trial"])
+        otaflash.write_pointer("u00000002", "u00000001", "grace", 0, 0)
+        node.updates.trial.trial = None  # as a confirmation leaves it, past its grace period
+        node.updates.trial.grace = None
+        node._service(False)
+        self.assertIsNone(node.updates)
+        self.assertEqual(loaded(), [])
 
     def acked(self, node, n):
         """n more readings made, sent and acknowledged by the collector."""
@@ -479,13 +523,12 @@ class TestOta(unittest.TestCase):
     def test_a_trial_is_confirmed_only_at_its_end_then_has_a_grace_period(self):
         """An acknowledged reading does not confirm a version at once: it must run its whole
         trial (a version that crashes after its first ack is then rolled back by boot.py).
-        At the end it is confirmed ("grace"), said on ota/status; after node.HEALTHY_S it is
+        At the end it is confirmed ("grace"), said on ota/status; after crashes.HEALTHY_S it is
         "ok"."""
-        from wattnode.node import HEALTHY_S
         os.mkdir("ota")
         otaflash.write_pointer("u00000002", "u00000001", "trial", 1, 60)
         node = self.make_node()
-        up = node.ota_trial
+        up = node.updates.trial
         self.connect(node)
         node.sampler.last_slot = 10
         self.acked(node, 1)
@@ -508,7 +551,7 @@ class TestOta(unittest.TestCase):
         node = self.make_node()  # confirmed, and another update switches during the grace
         otaflash.write_pointer("u00000003", "u00000002", "trial", 0, 60)
         node.hw.clock.advance_ms(HEALTHY_S * 1000)
-        node.ota_trial.check_deadline()
+        node.updates.trial.check_deadline()
         self.assertEqual(otaflash.read_pointer(), ["u00000003", "u00000002", "trial", 0, 60])
 
     def test_a_trial_whose_readings_go_unacknowledged_is_rolled_back_at_its_end(self):
@@ -529,9 +572,9 @@ class TestOta(unittest.TestCase):
             node.ring.sent_to(node.ring.next)  # the broker's PUBACK
             self.assertEqual(node.ring.count(), 4)
             node.hw.clock.advance_ms(10000)
-            node.ota_trial.check_deadline()  # its last 30 s: those 4 are due by the end
+            node.updates.trial.check_deadline()  # its last 30 s: those 4 are due by the end
             node.hw.clock.advance_ms(31000)
-            node.ota_trial.check_deadline()
+            node.updates.trial.check_deadline()
             self.assertEqual(otaflash.read_pointer(), ["u00000002", "-", "ok", 0, 0])
             self.assertIn("rolling back", node.reboot_reason)
             with open("ota/result") as f:

@@ -56,9 +56,9 @@ class TestShortOfHeap(unittest.TestCase):
         self.assertTrue(loaded > 4096 and left < loaded // 8, (loaded, left))
 
     def test_update_work_short_of_heap_does_not_stop_the_start(self):
-        """A plug on trial after an update (ota/boot says so) whose heap cannot take ota.py at
-        start-up still starts and meters; the loop tries once more, and then, still short,
-        reboots so that boot.py can roll the unconfirmed version back, saying why."""
+        """A plug on trial after an update (ota/boot says so) whose heap cannot take the trial's
+        work (ota/trial.py) on the loop's first pass does not crash: it reboots so that
+        boot.py can roll the unconfirmed version back, saying why."""
         need_sockets()
         cwd = os.getcwd()
         flash = FLASH + "-ota"
@@ -75,14 +75,19 @@ class TestShortOfHeap(unittest.TestCase):
             node, _, _, problems = _plug(flash)
             with open("ota/boot", "w") as f:
                 f.write("u00000002 - trial 1 60\n")
-            forget("otatrial", "otaflash")
-            hold = fill_heap(3072)  # no room for the trial's work (otatrial.py, a few KiB)
-            node._load_ota("trial", True)  # as Node() does at start-up with a version on trial
-            self.assertEqual((node.ota_trial, node._ota_due), (None, "trial"))  # not a failed start
-            node._load_ota(node._ota_due, False)  # the loop's first pass: still no room
+            forget("ota")
+            from wattnode.ota import resume  # noqa: F401  what says there is a trial fits
+            hold = fill_heap(3072)  # no room for the trial's work (ota/trial.py, a few KiB)
+            i = len(hold)
+            while i:  # one 256-byte block let go: room to read ota/boot, not for a module
+                i -= 1
+                if hold[i] is not None and len(hold[i]) == 256:
+                    hold[i] = None
+                    break
+            node._load_updates()  # the loop's first pass, start-up's garbage gone: no room
             hold = None
             gc.collect()
-            self.assertIsNone(node.ota_trial)
+            self.assertIsNone(node.updates)
             self.assertIn("no heap left for the update's work at start-up", problems[-1])
             self.assertEqual(node.reboot_reason, "the update on trial cannot be confirmed "
                                                  "without heap")
@@ -118,9 +123,30 @@ class TestShortOfHeap(unittest.TestCase):
             os.chdir(cwd)
 
     def test_a_manifest_without_heap_is_refused_at_once_with_the_reason(self):
-        """A manifest that comes when the heap cannot take ota.py is refused on ota/status,
+        """A manifest that comes when the heap cannot take the update's code is refused on ota/status,
         under the update's id, so `wattlog ota` says why at once instead of waiting for its
         timeout; the node runs on."""
+        def short(node, manifest):
+            hold = fill_heap(6144)
+            node.on_ota(node.link.t_ota_manifest, manifest)
+            hold = None
+        self.refused_without_heap("0a0b0c0d", short)
+
+    def test_a_transfer_without_heap_on_the_next_pass_is_refused_under_its_id(self):
+        """A manifest is read when it comes; the transfer's code is loaded on the loop's next
+        pass, once the message is gone. When the heap cannot take it then, the update is
+        refused all the same, on ota/status under the update's id, and the node runs on."""
+        def short(node, manifest):
+            node.on_ota(node.link.t_ota_manifest, manifest)
+            self.assertTrue(node.updates.taken is not None)  # read; its transfer not loaded yet
+            hold = fill_heap(2048)
+            node._service_updates()
+            hold = None
+        self.refused_without_heap("0a0b0c0e", short)
+
+    def refused_without_heap(self, uid, short):
+        """short(node, manifest) runs the plug out of heap for the update `uid`: refused on
+        ota/status with the reason, the update package dropped."""
         need_sockets()
         cwd = os.getcwd()
         fresh_dir(FLASH)
@@ -131,16 +157,13 @@ class TestShortOfHeap(unittest.TestCase):
             node.link.mq.attach(client)
             node.link.up = True
             forget("ota")
-            manifest = b'00ff\n{"id": "0a0b0c0d", "node": "plug-m", "serial": 7}'
-            hold = fill_heap(6144)
-            node.on_ota(node.link.t_ota_manifest, manifest)
-            hold = None
+            short(node, b'00ff\n{"id": "%s", "node": "plug-m", "serial": 7}' % uid.encode())
             gc.collect()
-            self.assertIsNone(node.ota)
+            self.assertIsNone(node.updates)
             status = publishes(packets(server), b"wattlog/plug-m/ota/status")
             self.assertEqual(len(status), 1, status)
             s = json.loads(status[0])
-            self.assertEqual((s["id"], s["state"]), ("0a0b0c0d", "refused"))
+            self.assertEqual((s["id"], s["state"]), (uid, "refused"))
             self.assertIn("no heap left to take an update", s["reason"])
         finally:
             client.close()

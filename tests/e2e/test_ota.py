@@ -473,9 +473,9 @@ def test_an_update_fits_the_tight_heap(broker, collectors, simnodes, tmp_path, b
     """The node run from .mpy files as in test_pipeline's limited heap (200 KiB, its 48 KiB
     ring, a BL0937 driver) takes an update and confirms it in TIGHT_HEAP_KIB (200 KiB unless
     OTA_HEAP_KIB says otherwise). It needed 224 KiB, then 204 once start.py unloaded what only
-    start-up needs, while ota.py was one module that kept the manifest as parsed JSON; now the
-    transfer (ota.py), the manifest's checks (otamanifest.py, unloaded once a manifest is read)
-    and a boot's trial (otatrial.py) are loaded apart, and a manifest that does not fit is
+    start-up needs, while the transfer was one module that kept the manifest as parsed JSON;
+    now the transfer (ota/transfer.py), the manifest's checks (ota/manifest.py, unloaded once
+    a manifest is read) and a boot's trial (ota/trial.py) are loaded apart, and a manifest that does not fit is
     refused on ota/status, not a crash (tests/device/test_short_heap.py). The plug's readiness
     and its new version come from its birth message and its update's own ota/status, not from
     a command or its status line (a short heap may skip that line). Kept in

@@ -139,7 +139,7 @@ def test_a_plug_is_on_trial_from_its_switch_until_its_verdict_or_the_longest_tri
 
 def test_the_slots_a_rollback_lost_count_once_as_the_plugs_lost_readings(data, capsys):
     """A plug's rollback report says how many slots the failed version cost ("lost", counted
-    by the plug: lib/wattnode/otatrial.py). The collector counts them once, as heard live,
+    by the plug: lib/wattnode/ota/trial.py). The collector counts them once, as heard live,
     in the plug's lost readings and gaps (`wattlog nodes`, written with the next commit), not
     again for the same report retained, nor when a restarted collector hears it, nor for a
     report that is not a count."""

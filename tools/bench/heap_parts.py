@@ -4,7 +4,8 @@
 Run from a flash folder holding config.json, board.json and sim.json (lib/wattsim's settings);
 prints one line per part, the heap bytes in use after a garbage collection:
     ring                the ring of wire records (board "ring_kib")
-    plug-modules        what a plug imports: the node, its chip's driver, umqtt.simple
+    plug-modules        what a plug imports: the node, start.py (what main.py runs, which a
+                        plug holds while it runs), its chip's driver, umqtt.simple
     spill-modules       of them, the flash spill's (spill.py, keep.py)
     simulator-modules   the simulator (lib/wattsim), plugged in as tools/simnode does, and
                         what its hardware layer and meter import (a plug has none): measured
@@ -47,7 +48,7 @@ def steps():
     from wattnode import keep, spill
     yield
     b_spill = used()
-    from wattnode import hw as hal, link, meters, node, relay, energy, calib, sampler  # noqa: F401
+    from wattnode import hw as hal, link, meters, node, relay, energy, calib, sampler, start  # noqa: F401
     from umqtt import simple  # noqa: F401
     if board.get("chip") in ("bl0937", "hlw8012"):
         from wattnode.meters import bl0937  # noqa: F401

@@ -13,7 +13,7 @@ inside a function, since a lazy import is an arrow too), and checked:
     python tools/lib/importgraph.py          # prints the problems; exit status 1 if any
     python tools/lib/importgraph.py --dot    # the graph, for Graphviz
 
-tools/test runs it first (tools/lib/testrun.py), as a suite of its own.
+tools/test runs it with the host suite (tests/host/test_imports.py).
 """
 
 import ast

@@ -1,6 +1,6 @@
 """simnode.py - run the real node firmware on the MicroPython unix port with a simulated plug.
 
-    tools/simnode --id ID --broker HOST:PORT [--node-config FILE] [--profile NAME]
+    tools/simnode --id ID --broker HOST:PORT[,HOST:PORT...] [--node-config FILE] [--profile NAME]
                   [--interval S] [--speed X|max] [--start TIME] [--then-realtime] [--flash DIR]
                   [--board NAME [--faults JSON]] [--ring-kib K] [--spill-kib K]
 
@@ -31,7 +31,7 @@ argument ends with one line saying what is wrong, never a traceback.
 (nodes/<node>/config.json): it is the plug's config, as it would be on a plug's flash (its
 broker user and password, update key, Wi-Fi, Broadlink mode, ...; with TLS, the ca.crt beside
 it goes on the flash too), except what the simulation decides: the broker's address and port
-(--broker), the slot length (--interval) and the time server (only --ntp-after simulates one).
+(--broker; several, comma-separated, make broker.host their list), the slot length (--interval) and the time server (only --ntp-after simulates one).
 A password or key is therefore never an argument, where `ps` would show it. The config.json
 in the flash folder holds it too, so it is created 0600. --config is merged in last.
 
@@ -129,10 +129,16 @@ def board_name(name):
 
 
 def broker_addr(text):
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit():
-        raise argparse.ArgumentTypeError("--broker takes HOST:PORT, e.g. 127.0.0.1:1883")
-    return host, int(port)
+    """[(host, port)] of --broker: HOST:PORT, or several, comma-separated (a broker cluster's
+    nodes: the plug's broker.host becomes their list, tried in turn)."""
+    addrs = []
+    for one in text.split(","):
+        host, _, port = one.rpartition(":")
+        if not host or not port.isdigit():
+            raise argparse.ArgumentTypeError("--broker takes HOST:PORT[,HOST:PORT...], e.g. "
+                                             "127.0.0.1:1883")
+        addrs.append((host, int(port)))
+    return addrs
 
 
 def node_config(path):
@@ -153,7 +159,7 @@ def node_config(path):
 def parser():
     p = Parser(prog="tools/simnode", description=__doc__.split("\n\n")[0])
     p.add_argument("--id", required=True, help="node id, [a-z0-9_-]{1,32}")
-    p.add_argument("--broker", required=True, type=broker_addr, help="HOST:PORT")
+    p.add_argument("--broker", required=True, type=broker_addr, help="HOST:PORT[,HOST:PORT...]")
     p.add_argument("--node-config", metavar="FILE", type=node_config,
                    help="the node's provisioned config.json: the plug's config (its broker login, "
                         "update key, Broadlink mode, ...)")
@@ -221,7 +227,9 @@ def write_flash(flash, args):
     path = cfg.pop("_path", None)
     cfg.pop("ntp_host", None)  # the simulated world's: --ntp-after
     cfg.update({"node_id": args.id, "interval_s": args.interval, "ota_key": cfg.get("ota_key"),
-                "broker": dict(cfg["broker"], host=args.broker[0], port=args.broker[1])})
+                "broker": dict(cfg["broker"], host=args.broker[0][0], port=args.broker[0][1])})
+    if len(args.broker) > 1:
+        cfg["broker"]["host"] = ["%s:%d" % addr for addr in args.broker]
     ca = cfg["broker"].get("ca")
     if ca and path:  # provisioned with TLS: the plug holds the CA beside its config
         shutil.copy(os.path.join(os.path.dirname(path), "..", "..", ca), os.path.join(flash, ca))

@@ -4,11 +4,11 @@ API's plug health, through plugwatch.py, which shares the parsers here).
 
 What a plug publishes (lib/wattnode):
   homeassistant/device/<node>/config   retained, at every connection: "dev": {"sw_version"}
-  wattlog/<node>/ota/status            retained, at each step of an update (lib/wattnode/ota.py):
+  wattlog/<node>/ota/status            retained, at each step of an update (lib/wattnode/ota/):
                                        {"id", "state", "version", "running", "reason", ...};
                                        a rollback's report also has "lost": the slots of the
                                        failed version that were neither stored nor kept
-                                       (lib/wattnode/otatrial.py)
+                                       (lib/wattnode/ota/trial.py)
 
 <data>/firmware.json (written by the collector, replaced atomically by durable.py):
   {"version": 1, "nodes": {"<node>": {"firmware": "0.2.0" or null,
@@ -47,7 +47,7 @@ from wattlog.store.feeds import NODE_ID
 log = logging.getLogger("wattlog")
 FILE = "firmware.json"
 STATES = ("receiving", "refused", "switching", "confirmed", "rolled back")
-TRIAL_MAX_S = 3600 + 600   # the longest trial (lib/wattnode/ota.py), its drain and reboot
+TRIAL_MAX_S = 3600 + 600   # the longest trial (lib/wattnode/ota/), its drain and reboot
 VERSION_CHARS = 32
 REASON_CHARS = 300
 MAX_LOST = 1 << 30  # slots: what a plug could count (a small int on a 32-bit plug)

@@ -1,7 +1,7 @@
 """ota.py - `wattlog ota NODE... | --all [--parallel N]`: send a build of the node to plugs over
 MQTT and wait until each has confirmed it (or rolled back), one line per plug at the end.
 
-The plug's side, the topics and the manifest are described in lib/wattnode/ota.py. Here:
+The plug's side, the topics and the manifest are described in lib/wattnode/ota/. Here:
 - the build is a folder laid out as tools/build's build/device: lib/wattnode/... (every file is
   sent, as "wattnode/...") and `version` (one line; else the version of lib/wattnode here);
 - each plug's manifest is authenticated with its own key, nodes/<node>/ota.key in the
@@ -42,7 +42,7 @@ The plug's side, the topics and the manifest are described in lib/wattnode/ota.p
   those logins existed refuses them: the tool then says so and logs in as the operator
   itself. Whatever cuts the connection (a broker restart, a takeover), paho reconnects and
   the tool subscribes again on every connection; a plug's request lost meanwhile is asked
-  again (lib/wattnode/ota.py), and its ota/status, retained, comes back with the
+  again (lib/wattnode/ota/), and its ota/status, retained, comes back with the
   subscription (a retained status counts when it names this update's id);
 - one MQTT connection for every plug of a run: --parallel N plugs at a time (default 1), and
   no new plug is started once one has failed, so a bad build stops at the first plug it

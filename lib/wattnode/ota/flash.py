@@ -1,11 +1,11 @@
-"""otaflash.py - the update files on the plug's flash that the parts of an update share: the
+"""flash.py - the update files on the plug's flash that the parts of an update share: the
 pointer (ota/boot), the outcome to report (ota/result), making and removing folders, and the
-one ota/status message. The transfer (ota.py, with otamanifest.py while it reads a manifest)
-and a boot's trial and report (otatrial.py) are loaded separately, each only when there is
-such work, and share only this small module.
+one ota/status message. The transfer (transfer.py, with manifest.py while it reads a
+manifest) and a boot's trial and report (trial.py) are loaded separately, each only when
+there is such work, and share only this small module.
 
-The layout, the topics and the trial's rules are described in ota.py. firmware/boot.py reads
-and writes the same files (ota/boot's one-line format, ota/result's keys), so they are frozen:
+The layout, the topics and the trial's rules are described in the package's notes
+(__init__.py). firmware/boot.py reads and writes the same files (ota/boot's one-line format, ota/result's keys), so they are frozen:
 a new version must keep writing and reading them as they are.
 """
 
@@ -14,8 +14,17 @@ import os
 
 DIR = "ota"
 STAGE = "ota/stage"
+STAGED = "ota/stage/manifest"
 POINTER = "ota/boot"
 RESULT = "ota/result"
+
+
+def exists(path):
+    try:
+        os.stat(path)
+        return True
+    except OSError:
+        return False
 
 
 def read_pointer():
@@ -39,14 +48,6 @@ def write_result(result):
     with open(RESULT + ".tmp", "w") as f:
         json.dump(result, f)
     os.rename(RESULT + ".tmp", RESULT)
-
-
-def exists(path):
-    try:
-        os.stat(path)
-        return True
-    except OSError:
-        return False
 
 
 def makedirs(path):
@@ -78,8 +79,8 @@ def running():
 
 def status(link, state, uid, version, reason=None, done=0, total=None, heap_max=0, lost=None):
     """ota/status (retained): where an update stands; `wattlog ota` and `wattlog nodes` read
-    it. heap_max: the most heap in use after an OTA message (ota.py); lost: the slots a
-    rollback lost (otatrial.py), which the collector counts."""
+    it. heap_max: the most heap in use after an OTA message (transfer.py); lost: the slots a
+    rollback lost (trial.py), which the collector counts."""
     msg = {"id": uid, "state": state, "version": version or running(), "running": running(),
            "reason": reason, "done": done, "heap_max": heap_max, "total": total}
     if lost is not None:

@@ -1,8 +1,8 @@
-"""otatrial.py - an update's work at a boot: the trial of a new version (confirmed at its end,
+"""trial.py - an update's work at a boot: the trial of a new version (confirmed at its end,
 or rolled back), its grace period once confirmed, and the report of an outcome decided before
 this boot (a rollback by boot.py or by a trial, a confirmation said while the link was down).
 
-The rules (ota.py's notes say the same):
+The rules (the package's notes say the same):
 - trial: the new version runs its whole trial (trial_s from this boot) in one boot. At its end
   it is confirmed if it has sampled and the collector has acknowledged its readings: at least
   one, and every one it made before the trial's last ACK_LAG_S. Otherwise it rolls back here
@@ -10,23 +10,24 @@ The rules (ota.py's notes say the same):
   never reaches the broker); boot.py rolls back one that crashed, failed to start, was reset
   by the watchdog or booted MAX_TRIAL_BOOTS times (power cuts) unconfirmed. Its records are
   freed only by the collector's ack, as always: a PUBACK only says the broker took them;
-- grace: once confirmed, the pointer says "grace" until the version has run node.HEALTHY_S
-  in one boot (the time after which its crashes no longer count as "in a row"); meanwhile
+- grace: once confirmed, the pointer says "grace" until the version has run
+  crashes.HEALTHY_S in one boot (the time after which its crashes no longer count as "in a row"); meanwhile
   boot.py sends a crash loop back to the previous version, still on the flash, instead of
   into safe mode; then "ok";
 - report: an outcome decided before this boot (ota/result) is said once the link is up, on the
   log and ota/status. A rollback's report waits (at most REPORT_WAIT_MS) for the collector's
-  answer to "online", which says the last slot it holds (node.stored_to_s), and for this
-  boot's first slot. The records the rolled-back boot made and the collector had not
+  answer to "online", which says the last slot it holds, and for this boot's first slot
+  (the node's `slots()`). The records the rolled-back boot made and the collector had not
   acknowledged were kept across the reset (keep.py, spill.py) and are sent now; the slots
   after the collector's last one that are neither held nor this boot's were neither stored
   nor kept, and their number goes with the report ("lost" on ota/status), so the collector
   counts them as lost.
 
-Loaded only when a boot has such work (ota/boot says "trial" or "grace", or ota/result is
-there), apart from the transfer (ota.py): a version on trial holds only this, a few KiB, while
-it proves it can meter, and a plug taking an update holds only the transfer. Unloaded once its
-work is done (node.py).
+Loaded by the package's Work only when a boot has such work (ota/boot says "trial" or "grace", or
+ota/result is there), apart from the transfer (transfer.py): a version on trial holds only
+this, a few KiB, while it proves it can meter, and a plug taking an update holds only the
+transfer. Unloaded once its work is done. It is handed what it judges by (the link, the clock,
+the ring and the sampler) and a reboot request, not the node.
 """
 
 import json
@@ -36,9 +37,10 @@ import time
 
 from micropython import const
 
-from wattnode.node import HEALTHY_S
-from wattnode.otaflash import (DIR, RESULT, read_pointer, running, status, write_pointer,
-                               write_result)
+from wattnode.crashes import HEALTHY_S
+from wattnode.ota.flash import (DIR, RESULT, read_pointer, running, status, write_pointer,
+                                write_result)
+from wattnode.wire import EPOCH_UNIX
 
 ACK_LAG_S = const(30)          # the readings of a trial's last 30 s may still await their ack
 REPORT_WAIT_MS = const(30000)  # a rollback's report waits this long for what it counts
@@ -48,19 +50,28 @@ class Trial:
     """A boot's update work, driven from the node's loop: service() while the link is up,
     check_deadline() while it is down; busy() until there is none left."""
 
-    def __init__(self, node):
-        self.node = node
-        self.link = node.link
+    def __init__(self, link, clock, ring, sampler, reboot, boot_ticks, slots):
+        """reboot(reason): asks the node for a clean reboot; boot_ticks: the clock's ticks_ms()
+        when the node started (its uptime); slots(): (the collector's newest slot of this plug,
+        unix s, from its answer to "online": 0 when it holds none, None until it answers;
+        this boot's first slot, unix s, or None until the wall time is known)."""
+        self.link = link
+        self.clock = clock
+        self.ring = ring
+        self.sampler = sampler
+        self.reboot = reboot
+        self.boot_ticks = boot_ticks
+        self.slots = slots
         self.trial = None     # [cur, prev, state, boots, trial_s] while on trial
         self.grace = None     # the same while confirmed, in its grace period
         self.trial_end = 0
         self._must_ack = -1   # ring.next as the trial's last ACK_LAG_S began
         self._up_ms = -1      # when the link was first up with a rollback to report
-        self._kept = _kept_slots(node.ring)  # (oldest, newest) slot kept from before, unix s
+        self._kept = _kept_slots(ring)  # (oldest, newest) slot kept from before, unix s
         p = read_pointer()
         if p is not None and p[2] == "trial":
             self.trial = p
-            self.trial_end = time.ticks_add(node.hw.clock.ticks_ms(), p[4] * 1000)
+            self.trial_end = time.ticks_add(clock.ticks_ms(), p[4] * 1000)
         elif p is not None and p[2] == "grace":
             self.grace = p
         try:
@@ -86,14 +97,13 @@ class Trial:
         self._check_grace()
 
     def _check_trial(self):
-        node = self.node
-        left_ms = time.ticks_diff(self.trial_end, node.hw.clock.ticks_ms())
+        ring = self.ring
+        left_ms = time.ticks_diff(self.trial_end, self.clock.ticks_ms())
         if self._must_ack < 0 and left_ms <= ACK_LAG_S * 1000:
-            self._must_ack = node.ring.next
+            self._must_ack = ring.next
         if left_ms > 0:
             return
-        ring = node.ring
-        sampled = node.sampler.last_slot >= 0
+        sampled = self.sampler.last_slot >= 0
         # ring.base: readings kept from before the reboot (spill.py) are not this boot's
         if sampled and not ring.dropped and ring.first > ring.base and \
                 ring.first >= self._must_ack:
@@ -116,7 +126,8 @@ class Trial:
                       "acknowledged by the collector" % (running(), self.grace[4]))
 
     def _check_grace(self):
-        if self.grace is not None and self.node.uptime_s() >= HEALTHY_S:
+        uptime_s = time.ticks_diff(self.clock.ticks_ms(), self.boot_ticks) // 1000
+        if self.grace is not None and uptime_s >= HEALTHY_S:
             p = read_pointer()  # not if an update switched meanwhile (its reboot is due)
             if p is not None and p[:3] == [self.grace[0], self.grace[1], "grace"]:
                 write_pointer(p[0], p[1], "ok")
@@ -128,11 +139,11 @@ class Trial:
         write_result({"id": cur[1:], "state": "rolled back", "version": running(),
                       "reason": reason})
         self.trial = None
-        ring = self.node.ring
+        ring = self.ring
         print("ota: rolling back from version %s: %s; %d readings the collector has not "
               "acknowledged are kept across the reboot for the previous version to send"
               % (running(), reason, ring.count()))
-        self.node.reboot_reason = "rolling back an update: " + reason
+        self.reboot("rolling back an update: " + reason)
 
     def _report(self):
         """The outcome in self.result, said once, on the log and ota/status; a rollback's with
@@ -140,16 +151,16 @@ class Trial:
         r = self.result
         lost = None
         if r.get("state") == "rolled back":
-            node = self.node
-            now = node.hw.clock.ticks_ms()
+            now = self.clock.ticks_ms()
             if self._up_ms < 0:
                 self._up_ms = now
-            stored = node.stored_to_s
-            first = node.status()["first_slot"] if stored is not None else None
+            stored, first = self.slots()
+            if stored is None:
+                first = None
             if first is None and time.ticks_diff(now, self._up_ms) < REPORT_WAIT_MS:
                 return
             if first is not None and stored:
-                lost = _lost(stored, self._kept, first, node.sampler.interval_s)
+                lost = _lost(stored, self._kept, first, self.sampler.interval_s)
         self.result = None
         try:
             os.remove(RESULT)
@@ -185,7 +196,6 @@ def _kept_slots(ring):
         oldest = ring.behind.held(ring)[2]
         if oldest < 0:
             return None
-    from wattnode.wire import EPOCH_UNIX
     return oldest + EPOCH_UNIX, newest + EPOCH_UNIX
 
 

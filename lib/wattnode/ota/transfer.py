@@ -1,76 +1,11 @@
-"""ota.py - over-the-air updates, the plug's side: take a new build over MQTT, verify it, switch
-to it in one atomic step; the new version then tries itself and confirms it or rolls back by
-itself (otatrial.py).
+"""transfer.py - an update's transfer on the plug: ask for the chunks of each file the
+manifest lists, append them to the flash, check each file's sha256, and switch to the new
+version in one atomic step (the pointer), then ask for a reboot into its trial (trial.py).
 
-Four modules, each loaded only when there is its work, so that an update fits a plug's heap:
-ota.py, the transfer (a manifest came, or a transfer is staged on the flash); otamanifest.py,
-the manifest's authentication and checks, loaded while a manifest is read and forgotten right
-after; otatrial.py, a boot's work (a version on trial, an outcome to report); otaflash.py, the
-files they share. A plug that is not updating loads none of them. While the transfer runs it
-holds the manifest's header and its file list with each sha256 as 32 bytes, not the message
-or its JSON text.
-
-Topics under <base>/<node>/ (ACL: only wattlog-operator publishes the first two; the plug
-reads only its own, publishes only its own):
-  ota/manifest  operator -> plug   "<hmac hex>\\n<manifest JSON>"
-  ota/chunk     operator -> plug   <file index u16 LE><offset u32 LE><up to n bytes>
-  ota/req       plug -> operator   {"id", "f": file index, "o": offset, "n": CHUNK, "k": WINDOW}
-  ota/status    plug -> operator   retained {"id", "state", "version", "running", "reason",
-                                   "done", "total", "heap_max"}; state: receiving, refused,
-                                   switching, confirmed, rolled back; heap_max: the most heap
-                                   in use (gc.mem_alloc() after gc.collect()) after an OTA
-                                   message, in bytes: the whole node's, not only the update's
-Every refusal and outcome is also said in one sentence on the log topic.
-
-The manifest (JSON): {"id": 8 hex, "node": node id, "serial": 1..2**30-1, "version": "0.2.0",
-"trial_s": 30..3600, "total": bytes, "files": [[path, size, sha256 hex], ...]}. Paths are
-inside the wattnode package ("wattnode/node.mpy"). Authenticated by HMAC-SHA256 over the exact
-JSON bytes, with the plug's own key (config.json ota_key, 64 hex digits, made by `wattlog
-provision`): the broker's ACL already keeps anyone else off the topic; the HMAC also refuses a
-manifest the broker was tricked into passing, and one made for another plug ("node"). Chunks
-need no MAC: each file's sha256 is in the authenticated manifest, and a file that does not
-match it is discarded.
-Replay: a genuine manifest stays genuine forever, so the plug keeps the highest serial it has
-accepted (ota/serial) and refuses any manifest whose serial is not above it: an old update
-replayed (a downgrade to a version with a known flaw, or the same update again) is refused with
-a reason, and the running version is untouched. The serial is about replay, not versions: the
-operator downgrades on purpose by signing the older version with a newer serial (`wattlog ota`
-gives every manifest one, host/wattlog/fleet/ota.py says how). It is written (atomically) when a
-manifest is accepted, before a byte of the transfer, and neither a reboot, a switch nor a
-rollback touches it.
-
-Flow control is the plug's: it asks for WINDOW chunks of CHUNK bytes from (file, offset) and
-asks again (from where its flash is) when they have not all come in REQ_RETRY_MS, so a lost
-chunk, a reconnect or a reboot only costs a request. No whole file is ever in RAM: each chunk
-is appended to the file on the flash and fed to the file's running sha256.
-
-Flash layout (the flash root; boot.py reads the pointer, main.py reports a failed start):
-  ota/stage/manifest         the authenticated manifest of the transfer under way
-  ota/stage/wattnode/X.part  a file being received; renamed to X once its sha256 matches
-  ota/u<id>/                 an installed version (sys.path entry: ota/u<id>/wattnode/...);
-                             ota/u<id>/version is its version string, for the reports
-  ota/boot                   the pointer: "<current> <previous> <ok|trial> <boots> <trial_s>";
-                             "-" is the version installed over USB (/lib); written to
-                             ota/boot.tmp and renamed: a power cut leaves the old pointer or
-                             the new one, so the plug boots the old version or the new one
-  ota/failed                 main.py: why a version on trial failed to start
-  ota/result                 an outcome to report once the link is up (JSON, as ota/status)
-  ota/serial                 the highest manifest serial accepted (decimal; written to
-                             ota/serial.tmp and renamed)
-Free flash: the manifest's total plus FLASH_MARGIN must be free before a byte is written.
-
-Staged files: each is kept (renamed from .part) only once its sha256 matches, and every staged
-file is hashed again when a transfer resumes after a reboot and right before the switch: a
-file the flash altered since (a bit flipped while the plug was off) refuses the update as a
-whole, with its name, and nothing switches.
-
-Trial: after the switch the plug reboots (draining what it holds first, node.reboot()) into the
-new version "on trial", which must run its whole trial_s in one boot, sampling, with its
-readings acknowledged by the collector; it is then confirmed (the pointer says "grace", then
-"ok" once it has run a while), otherwise rolled back to the previous version (otatrial.py).
-boot.py rolls back a version on trial that crashed (the crash counter start.py keeps), failed
-to start (ota/failed), was reset by the watchdog or has booted MAX_TRIAL_BOOTS times without
-being confirmed, and one in its grace period that crash-loops. The previous version is kept.
+Loaded by the package's Work only while a transfer is under way (a manifest was taken: manifest.py, which
+is unloaded before this is loaded; or one is staged on the flash after a reboot). It is handed
+the link and a reboot request, not the node. The topics, the flow control, the flash layout
+and the rules are in the package's notes (__init__.py).
 """
 
 import json
@@ -80,8 +15,9 @@ from hashlib import sha256
 
 from micropython import const
 
-from wattnode.otaflash import (DIR, STAGE, exists, makedirs, read_pointer, rmtree, running,
-                               status, write_pointer)
+from wattnode.crashes import set_crash_count
+from wattnode.ota.flash import (DIR, STAGE, exists, makedirs, read_pointer, rmtree, running,
+                                status, write_pointer)
 
 CHUNK = const(1024)          # bytes per chunk: one MQTT message the heap takes easily
 WINDOW = const(4)            # chunks asked for at once
@@ -91,13 +27,15 @@ _HDR = const(6)
 
 
 class Updater:
-    """One plug's transfer, driven from the node's loop: service() each pass while the link is
-    up, message() for ota/manifest and ota/chunk; busy() while a transfer is under way."""
+    """One plug's transfer, driven from the node's loop (the package's Work): service() each pass while
+    the link is up, message() for ota/manifest and ota/chunk; busy() while a transfer is
+    under way."""
 
-    def __init__(self, node, staged=None):
-        """staged: the manifest of a transfer the flash holds (otamanifest.staged), resumed."""
-        self.node = node
-        self.link = node.link
+    def __init__(self, link, reboot, staged=None):
+        """reboot(reason): asks the node for a clean reboot (the switch's); staged: the
+        manifest of a transfer the flash holds (manifest.staged), resumed."""
+        self.link = link
+        self.reboot = reboot
         self.m = None         # the manifest of the transfer under way
         self.f = 0            # the file being received
         self.off = 0          # bytes of it on the flash
@@ -120,7 +58,7 @@ class Updater:
     # -- messages ----------------------------------------------------------------------------
 
     def message(self, topic, msg, taken=None):
-        """taken: for ota/manifest, what otamanifest.take() made of it."""
+        """taken: for ota/manifest, what manifest.take() made of it."""
         if topic == self.link.t_ota_manifest:
             self._on_manifest(taken)
         elif self.m is not None:
@@ -140,7 +78,7 @@ class Updater:
         self._start_file()
         self.moved_ms = time.ticks_ms()
         self.link.log("ota: update %s to version %s accepted: %d files, %d bytes"
-                      % (m["id"], m["version"], len(m["files"]), m["total"]))
+                      % (m["id"], m["version"], len(m["sizes"]), m["total"]))
         self._status("receiving", m)
 
     def _on_chunk(self, msg):
@@ -152,7 +90,7 @@ class Updater:
         if fi != self.f or off != self.off:
             self.stale += 1  # a resent or late chunk: the next request says where we are
             return
-        entry = self.m["files"][fi]
+        entry = _file(self.m, fi)
         name = entry[0]
         size = entry[1]
         n = len(msg) - _HDR
@@ -178,7 +116,7 @@ class Updater:
     # -- transfer ----------------------------------------------------------------------------
 
     def _start_file(self):
-        entry = self.m["files"][self.f]
+        entry = _file(self.m, self.f)
         name = entry[0]
         makedirs(STAGE + "/" + name.rsplit("/", 1)[0])
         self.h = sha256()
@@ -190,14 +128,14 @@ class Updater:
 
     def _file_done(self):
         """The file being received is whole: keep it if its sha256 matches, then the next."""
-        entry = self.m["files"][self.f]
+        entry = _file(self.m, self.f)
         name = entry[0]
         if self.h.digest() != entry[2]:
             self.refuse(self.m, "%s does not match its sha256 in the manifest" % name)
             return
         os.rename(STAGE + "/" + name + ".part", STAGE + "/" + name)
         self.f += 1
-        if self.f == len(self.m["files"]):
+        if self.f == len(self.m["sizes"]):
             self._switch()
         else:
             self._start_file()
@@ -208,7 +146,8 @@ class Updater:
         once the link is up to say so); a .part file is hashed as it is."""
         self.m = m
         self.done = 0
-        for i, (name, size, _) in enumerate(m["files"]):
+        for i in range(len(m["sizes"])):
+            name, size, _ = _file(m, i)
             if exists(STAGE + "/" + name):
                 self.done += size
                 continue
@@ -222,20 +161,21 @@ class Updater:
             self.done += self.off
             break
         else:
-            self.f = len(m["files"])
+            self.f = len(m["sizes"])
         self.moved_ms = time.ticks_ms()
         self.pending = self._altered()
-        if self.pending is None and self.f < len(m["files"]) and \
-                self.off == m["files"][self.f][1]:
+        if self.pending is None and self.f < len(m["sizes"]) and \
+                self.off == m["sizes"][self.f]:
             self._file_done()  # whole when the plug stopped: checked as a last chunk is
-        elif self.pending is None and self.f == len(m["files"]):
+        elif self.pending is None and self.f == len(m["sizes"]):
             self._switch()
 
     def _altered(self):
         """Why the update must be refused because a staged file no longer matches its sha256
         (the flash altered it since it was verified), or None."""
         m = self.m
-        for name, size, digest in m["files"][:self.f]:
+        for i in range(self.f):
+            name, size, digest = _file(m, i)
             try:
                 h, n = _hash(STAGE + "/" + name)
             except OSError:
@@ -264,7 +204,7 @@ class Updater:
         m = self.m
         self.asked = True
         self.asked_ms = now
-        size = m["files"][self.f][1]
+        size = m["sizes"][self.f]
         self.asked_to = min(size, self.off + CHUNK * WINDOW)
         link = self.link
         link.publish(link.t_ota_req, json.dumps(
@@ -290,14 +230,13 @@ class Updater:
         for e in list(os.ilistdir(DIR)):
             if e[1] == 0x4000 and e[0] not in (name, cur):
                 rmtree(DIR + "/" + e[0])  # versions older than the previous one
-        from wattnode.start import set_crash_count
         set_crash_count(0)
         self.m = None
         self.link.log("ota: update %s verified (%d bytes); switching from %s to %s, on trial "
                       "for %d s" % (m["id"], m["total"], running(), m["version"],
                                     m["trial_s"]))
         self._status("switching", m)
-        self.node.reboot_reason = "update to version %s" % m["version"]
+        self.reboot("update to version %s" % m["version"])
 
     # -- reports -----------------------------------------------------------------------------
 
@@ -323,6 +262,11 @@ class Updater:
         used = gc.mem_alloc()
         if used > self.high_water:
             self.high_water = used
+
+
+def _file(m, i):
+    """(path, size, sha256's 32 bytes) of the manifest's file i (the package's compact())."""
+    return m["paths"][i], m["sizes"][i], m["sha256"][i]
 
 
 def _hash(path):

@@ -1,10 +1,9 @@
-"""otamanifest.py - an update's manifest on the plug: authenticated by its HMAC, checked, and
+"""manifest.py - an update's manifest on the plug: authenticated by its HMAC, checked, and
 taken (its serial above the last, no version on trial, room on the flash, staged) or refused
-with a reason. The format and the rules are in ota.py's notes.
+with a reason. The format and the rules are in the package's notes (__init__.py).
 
-Loaded by the node (node.py on_ota, _load_ota) only to read a manifest (one that came, or the
-staged one after a reboot), before the transfer's code (ota.py) is loaded, and forgotten right
-after: the checks and their reasons are most of the update's code and a transfer needs none
+Loaded by the package's Work only to read a manifest (one that came, or the staged one after a reboot),
+before the transfer's code (transfer.py) is loaded, and forgotten right after: the checks and their reasons are most of the update's code and a transfer needs none
 of them, so the two are not in the heap together while the parsed JSON is. The manifest is
 read in place (a memoryview of the message, not a copy) and kept with each sha256 as its 32
 bytes, not 64 hex digits.
@@ -17,7 +16,8 @@ from binascii import unhexlify
 
 from micropython import const
 
-from wattnode.otaflash import DIR, STAGE, exists, makedirs, read_pointer, rmtree, running
+from wattnode.ota.flash import DIR, STAGE, exists, makedirs, read_pointer, rmtree, running
+from wattnode.wire import manifest_id
 
 FLASH_MARGIN = const(16384)  # bytes left free on the flash after the staged files
 MAX_FILES = const(64)
@@ -140,29 +140,27 @@ def parse(msg, key, node_id):
     return m
 
 
-def key(node):
-    """The plug's ota_key (config.json) as bytes; b"" when it has none or it is not hex."""
-    k = node.cfg.get("ota_key")
+def key(hex_key):
+    """The plug's ota_key (config.json, 64 hex digits) as bytes; b"" when it has none or it
+    is not hex."""
     try:
-        return unhexlify(k) if k else b""
+        return unhexlify(hex_key) if hex_key else b""
     except ValueError:
         return b""
 
 
-def take(node, msg):
-    """The manifest `msg`, read before the transfer's code is loaded: (m, None, False) once it
-    is staged and its serial spent; (None, None, False) for the transfer under way sent again
-    (it asks again from where the flash is); or (m, reason, abort): refused, m being what
-    names the update (None when it names nothing) and abort whether the transfer under way
-    ends with it."""
+def take(msg, hex_key, node_id, under_way):
+    """The manifest `msg`, read before the transfer's code is loaded (under_way: the id of the
+    transfer under way, or None): (m, None, False) once it is staged and its serial spent;
+    (None, None, False) for the transfer under way sent again (it asks again from where the
+    flash is); or (m, reason, abort): refused, m being what names the update (None when it
+    names nothing) and abort whether the transfer under way ends with it."""
     try:
-        m = parse(msg, key(node), node.node_id)
+        m = parse(msg, key(hex_key), node_id)
     except Refused as e:
-        from wattnode.node import _manifest_id  # found without parsing the JSON again
-        uid = _manifest_id(msg)
+        uid = manifest_id(msg)  # found without parsing the JSON again
         return None if uid == "?" else {"id": uid, "version": "?", "total": None}, str(e), False
-    up = node.ota
-    if up is not None and up.m is not None and up.m["id"] == m["id"]:
+    if under_way == m["id"]:
         return None, None, False
     last = read_serial()
     if m["serial"] <= last:
@@ -187,12 +185,12 @@ def take(node, msg):
     return m, None, False
 
 
-def staged(node):
+def staged(hex_key, node_id):
     """The manifest of the transfer staged on the flash (after a reboot), or None: the stage
     is removed when it cannot be read or is no longer genuine."""
     try:
         with open(STAGE + "/manifest", "rb") as f:
-            return parse(f.read(), key(node), node.node_id)
+            return parse(f.read(), key(hex_key), node_id)
     except (OSError, Refused):
         rmtree(STAGE)
         return None

@@ -1,0 +1,34 @@
+"""test_imports.py - the import graph (tools/lib/importgraph.py) of the collector (host/wattlog)
+and the node (lib/wattnode), read from the source: no import circle on either side, lazy
+imports inside functions included (on the node a circle also keeps both modules in the heap:
+neither can be forgotten), and the collector's layers run one way. This is how tools/test
+runs the check (tools/test host)."""
+
+import sys
+
+from test_build import REPO
+
+sys.path.insert(0, str(REPO / "tools" / "lib"))
+
+import importgraph  # noqa: E402
+
+
+def test_neither_side_has_an_import_circle_and_the_layers_run_one_way():
+    edges = importgraph.graph()
+    assert any(name.startswith("wattnode.ota.") for name in edges), sorted(edges)
+    circles = importgraph.circles(edges)
+    assert circles == [], "import circles: %s" % circles
+    assert importgraph.layering(edges) == []
+
+
+def test_an_import_inside_a_function_is_an_arrow(tmp_path):
+    """`from package import module` in a function's body closes a circle as a top-level
+    import does (node.py's lazy imports of the update's parts once did)."""
+    (tmp_path / "a.py").write_text("import gc\n\n\ndef later():\n    from pkg import b\n"
+                                   "    return b\n")
+    (tmp_path / "b.py").write_text("from pkg.a import later\n")
+    known = {"pkg": None, "pkg.a": str(tmp_path / "a.py"), "pkg.b": str(tmp_path / "b.py")}
+    edges = {name: importgraph.imports(name, path, known)
+             for name, path in known.items() if path}
+    assert edges == {"pkg.a": {"pkg.b"}, "pkg.b": {"pkg.a"}}
+    assert importgraph.circles(edges) == [["pkg.a", "pkg.b"]]
