@@ -30,6 +30,14 @@ def stored(data, node):
     return {feed.time(i): float(v) for i, v in enumerate(values) if not np.isnan(v)}
 
 
+def stored_yet(data, node):
+    """stored(), while the collector runs: {} while it is still making the node's feeds."""
+    try:
+        return stored(data, node)
+    except (FeedError, OSError, ValueError):
+        return {}
+
+
 def storing(data, names):
     """Whether the collector has stored readings of every plug named: read while it writes,
     so a feed it is creating at that moment (in feeds.json, its .meta not there yet) counts

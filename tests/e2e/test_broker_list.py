@@ -18,9 +18,9 @@ import threading
 import pytest
 
 from broker import TEST_USER, Broker
+from faultload import stored_yet
 from helpers import aligned_past
-from test_faults import stored_yet
-from test_stall import wait
+from rig import wait_until
 
 INTERVAL = 10
 NODE = "bl-1"
@@ -84,16 +84,16 @@ def test_a_plug_moves_to_the_next_broker_when_its_own_stops_and_loses_no_slot(
                         "127.0.0.1:%d,127.0.0.1:%d" % (a.port, broker.port),
                         "--profile", "constant:500", "--interval", INTERVAL, "--speed", 10,
                         "--start", start, "--then-realtime", "--batch-max", 4, *args)
-        wait(lambda: statuses.said("127.0.0.1:%d" % a.port), 60,
-             "the plug on broker A, the first of its list")
-        wait(lambda: len(stored_now(data)) >= 5, 60, "slots stored through A")
+        wait_until("the plug on broker A, the first of its list",
+                   lambda: statuses.said("127.0.0.1:%d" % a.port), 60)
+        wait_until("slots stored through A", lambda: len(stored_now(data)) >= 5, 60)
         a.stop()
-        wait(lambda: statuses.said("127.0.0.1:%d" % broker.port), 60,
-             "the plug on broker B once A stopped")
+        wait_until("the plug on broker B once A stopped",
+                   lambda: statuses.said("127.0.0.1:%d" % broker.port), 60)
         until = start + 50 * INTERVAL  # well past the switch (about slot 20)
         slots = range(start, until, INTERVAL)
-        wait(lambda: all(t in stored_now(data) for t in slots), 90,
-             "every slot stored up to %d" % until)
+        wait_until("every slot stored up to %d" % until,
+                   lambda: all(t in stored_now(data) for t in slots), 90)
         assert all(stored_now(data)[t] == 500.0 for t in slots)
         plug.stop()
         assert "127.0.0.1:%d" % broker.port == json.loads(
@@ -120,5 +120,5 @@ def test_one_broker_as_a_string_works_as_before(broker, collectors, simnodes, tm
         assert json.load(f)["broker"]["host"] == "127.0.0.1"
     assert summary["broker"] == "127.0.0.1:%d" % broker.port
     assert summary["connects"] == 1 and summary["unsent"] == 0
-    wait(lambda: all(t in stored_now(data) for t in range(start, start + 3600, INTERVAL)), 60,
-         "every slot stored")
+    wait_until("every slot stored", lambda: all(
+        t in stored_now(data) for t in range(start, start + 3600, INTERVAL)), 60)

@@ -28,11 +28,11 @@ import time
 
 import pytest
 
-from faultload import INTERVAL, ROWS_FILE, finish, start_plugs, stored, storing, watts
+from faultload import (INTERVAL, ROWS_FILE, finish, start_plugs, stored, stored_yet, storing,
+                       watts)
 from helpers import aligned_past, wattlog
 from netcut import Relay
 from rig import Recorder, summaries, wait_until
-from wattlog.store.phpfina import FeedError
 from wattnode import spill, spillboot, wire
 from wattnode.keep import Keep
 
@@ -302,14 +302,6 @@ def tear_the_newest_segment(flash):
     with open(newest, "r+b") as f:
         f.truncate(pos + 16 + 16 * (n // 2))
     return set(slots)
-
-
-def stored_yet(data, node):
-    """stored(), while the collector runs: {} while it is still making the node's feeds."""
-    try:
-        return stored(data, node)
-    except (FeedError, OSError, ValueError):
-        return {}
 
 
 def all_stored(data, node, first, until, lost=()):
