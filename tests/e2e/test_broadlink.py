@@ -50,15 +50,21 @@ def start(simnodes, broker, node_id, mode, port, *extra):
                     "--config", json.dumps({"broadlink": mode, "broadlink_port": port}), *extra)
 
 
+def watched(simnodes, broker, node_id, mode):
+    """A plug in this Broadlink mode on a free UDP port, and a recorder of its topics:
+    (port, plug, recorder)."""
+    port = free_udp_port()
+    return (port, start(simnodes, broker, node_id, mode, port),
+            Recorder(broker, "wattlog/%s/#" % node_id))
+
+
 def state(log, node_id, match=lambda s: True):
     payload, _ = log.next("wattlog/%s/state" % node_id, lambda p: match(json.loads(p)))
     return json.loads(payload)
 
 
 def test_read_mode_reads_power_and_relay_and_refuses_set_power(broker, simnodes):
-    port = free_udp_port()
-    node = start(simnodes, broker, "bl-read", "read", port)
-    log = Recorder(broker, "wattlog/bl-read/#")
+    port, node, log = watched(simnodes, broker, "bl-read", "read")
     try:
         st = state(log, "bl-read")
         dev = broadlink.hello("127.0.0.1", port=port, timeout=5)  # discovery, as --device would be
@@ -101,9 +107,7 @@ def test_control_mode_switches_through_the_relay_path_and_says_who(broker, simno
 
 
 def test_a_reboot_expires_sessions_and_the_client_authenticates_again(broker, simnodes):
-    port = free_udp_port()
-    node = start(simnodes, broker, "bl-boot", "read", port)
-    log = Recorder(broker, "wattlog/bl-boot/#")
+    port, node, log = watched(simnodes, broker, "bl-boot", "read")
     try:
         before = state(log, "bl-boot")
         dev = broadlink.sp3s(("127.0.0.1", port), sim_mac("bl-boot"), 0x947A, timeout=5)
@@ -186,9 +190,7 @@ def test_a_datagram_flood_does_not_starve_sampling_and_auth_is_rate_limited(
 
 
 def test_off_listens_on_nothing(broker, simnodes):
-    port = free_udp_port()
-    node = start(simnodes, broker, "bl-off", "off", port)
-    log = Recorder(broker, "wattlog/bl-off/#")
+    port, node, log = watched(simnodes, broker, "bl-off", "off")
     try:
         state(log, "bl-off")
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:

@@ -237,19 +237,14 @@ def write_flash(flash, args):
            "then_realtime": args.then_realtime}
     if args.batch_max:
         cfg["batch_max"] = args.batch_max
-    if args.crash_after is not None:
-        sim["crash_after_s"] = args.crash_after
+    for flag, key in (("crash_after", "crash_after_s"), ("ntp_after", "ntp_after_s"),
+                      ("faults", "faults"), ("rssi", "rssi_dbm"), ("wifi", "wifi")):
+        if getattr(args, flag) is not None:  # given: the simulator's setting
+            sim[key] = getattr(args, flag)
     if args.ntp_after is not None:
-        sim["ntp_after_s"] = args.ntp_after
         cfg["ntp_host"] = "ntp.lan"
     if args.rtc_unset:
         sim["ntp_after_s"] = 10 ** 9  # unset RTC; no NTP server is configured
-    if args.faults:
-        sim["faults"] = args.faults
-    if args.rssi is not None:
-        sim["rssi_dbm"] = args.rssi
-    if args.wifi is not None:
-        sim["wifi"] = args.wifi
     sim["mac"] = mac_for(args.id)
     cfg.update(args.config)
     durable.write_json(os.path.join(flash, "config.json"), cfg, mode=0o600)  # holds a password
