@@ -180,15 +180,22 @@ def test_every_slot_of_every_channel_is_copied_exactly(tmp_path, pg):
     assert again.returncode == 0 and "nothing to copy" in again.stdout, again.stdout
 
 
+def _as_at_a_terminal():
+    """The child's Ctrl-C as a shell gives it: pytest-xdist's workers ignore SIGINT, and a
+    Python started with SIGINT ignored keeps ignoring it (no KeyboardInterrupt); niced, so
+    that on a busy machine the test reacts to its progress before the copy goes on."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.nice(19)
+
+
 def interrupt_at(data, dsn, pg, percent, sig):
     """A run of `wattlog migrate` interrupted by `sig` once its progress says `percent`; (all
-    it said on stderr, its exit status). The line is acted on by the thread that reads it,
-    and the run is niced: on a busy machine the test must react before the copy goes on
+    it said on stderr, its exit status). The line is acted on by the thread that reads it
     (a whole run takes about 2 s here)."""
     proc = subprocess.Popen([sys.executable, "-m", "wattlog.cli", "migrate", "--data", str(data),
                              "--to", dsn, "--store-password-file", pg.password_file],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            cwd=str(REPO), preexec_fn=lambda: os.nice(19))
+                            cwd=str(REPO), preexec_fn=_as_at_a_terminal)
     said = []
 
     def read():
