@@ -21,6 +21,7 @@ import re
 import time
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from dashrig import (CHROMIUM, DAY_S, DESKTOP, GAPPY, MARKS, PHONE, PLUGS, TOKEN, WEAK_RSSI, Page,
                      Rig, cli)
@@ -130,15 +131,23 @@ def chart_probe():
     }"""
 
 
-def colour_columns(p, colour):
+def colour_columns(p, colour, alone=None):
     """How many pixel columns of the chart's canvas hold the plug's line colour, and the
     column-by-column map (1: the colour is there). The line is 1 px, antialiased: where it
     runs between two rows each holds part of it, so a pixel counts from 40% coverage (the
     band, 20% of the colour, does not); the grid is hidden while the pixels are read (a line
-    along a grid line, at a round number of watts, blends with it)."""
-    return p.page.evaluate("""async (hex) => {
+    along a grid line, at a round number of watts, blends with it), and with `alone` (a
+    plug's name) every other plug too (a line drawn over it, where the two cross or run at
+    the same watts, would hide it: seen as a 2-column hole on a busy machine)."""
+    return p.page.evaluate("""async ([hex, alone]) => {
       const u = window.wattlog.chart, c = u.ctx, w = u.ctx.canvas.width, h = u.ctx.canvas.height;
-      const grid = (show) => { for (const a of u.axes) a.grid.show = show; u.redraw(false); };
+      const others = alone ? u.series.map((s, i) => i).filter((i) => i > 0 &&
+        u.series[i].show && u.series[i].label.split(" ")[0] !== alone) : [];
+      const grid = (show) => {
+        for (const a of u.axes) a.grid.show = show;
+        u.batch(() => { for (const i of others) u.setSeries(i, { show }, false); });
+        u.redraw(false);
+      };
       grid(false);
       await new Promise((r) => setTimeout(r, 0));
       const want = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
@@ -151,7 +160,7 @@ def colour_columns(p, colour):
       }
       return { cols, dpr: devicePixelRatio, left: u.bbox.left, width: u.bbox.width,
                x0: u.scales.x.min, x1: u.scales.x.max };
-    }""", colour)
+    }""", [colour, alone])
 
 
 @pytest.mark.both_stores
@@ -508,7 +517,7 @@ def test_plugs_whose_buckets_start_at_different_times_draw_whole_lines(rig):
         union = p.page.evaluate("() => window.wattlog.chart.data[0].length")
         assert union > max(drawn["points"]), ("the two plugs' times interleave", drawn, union)
         px = {node: colour_columns(p, p.page.evaluate("(n) => window.wattlog.colors.get(n)",
-                                                       node)) for node in feeds}
+                                                       node), alone=node) for node in feeds}
 
         def columns(node, t0, t1):
             def column(t):
@@ -712,6 +721,14 @@ def test_nothing_scrolls_sideways_at_phone_widths(rig):
                     for view, ready in PHONE_VIEWS:
                         p.page.click("nav a[href='%s']" % view)
                         p.wait("() => %s" % ready)
+                        # a box's cue follows its size from a ResizeObserver, a frame after
+                        # the table or the page's scrollbar came: the cue is given that long
+                        cued = "() => { const g = (%s)(); return g.boxes.every((b) => !b[1] " \
+                               "|| b[2]); }" % SIDEWAYS
+                        try:
+                            p.wait(cued, timeout_s=5)
+                        except PlaywrightTimeout:
+                            pass  # the assertion below says which box has no cue
                         got = p.page.evaluate(SIDEWAYS)
                         where = (view, width, "phone" if touch else "window", got)
                         assert got["page"] <= 0, where
