@@ -195,12 +195,6 @@ def collector_up(broker, collectors, tmp_path, commit_interval):
     return data, c
 
 
-def one_run(slots):
-    """True if the slots (unix s) are one run on the 10 s grid."""
-    slots = sorted(slots)
-    return not slots or slots[-1] - slots[0] == (len(slots) - 1) * INTERVAL
-
-
 def test_an_outage_longer_than_ring_and_spill(broker, collectors, simnodes, tmp_path):
     """A 4 KiB ring (256 readings) and a 4 KiB spill (one file, 252), at 200x; a 30 s cut
     (600 readings) fills both. The plug drops only its oldest readings and says how many;
@@ -232,7 +226,13 @@ def test_an_outage_longer_than_ring_and_spill(broker, collectors, simnodes, tmp_
         s = summaries(o)[-1]
         assert reported[n] > 0 and s["spill_dropped"] > 0, (n, reported[n], s)
         assert reported[n] <= s["dropped"], (n, reported[n], s)  # only what the plug dropped
-        assert one_run(missing[n]), (n, sorted(missing[n])[:3], sorted(missing[n])[-3:])
+        # the plug drops its oldest held readings, one run, and counts them; while it is
+        # still full after the cut heals (200x on a busy machine: draining slower than it
+        # samples), a spilled file it drops may hold readings it had just sent, stored but
+        # not yet acknowledged: so what is missing lies within the run it counts (seen in CI:
+        # 21 stored among 465 slots at the end of the run), not always as one run
+        m = sorted(missing[n])
+        assert m[-1] - m[0] < s["dropped"] * INTERVAL, (n, s["dropped"], m[:3], m[-3:])
         assert state[n]["lost"] == reported[n], (n, state[n], reported[n])  # counted exactly
         assert state[n]["gaps"] >= 1
 
