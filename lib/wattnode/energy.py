@@ -20,7 +20,9 @@ At boot     a valid RTC total is exact: resume from it, settled at once. Otherwi
             cut, a new flash) the node's own value (the checkpoint, or 0) may lie below what it
             published before the cut, so it is not settled: offer() takes higher totals this
             node published before, as they arrive (node.py): its last state, which the broker
-            retains, and the last energy the collector holds for it (its answer to "online").
+            retains, and the last energy the collector holds for it (its answer to "online");
+            and at boot the newest of its own readings kept on the flash (spill.py): those of
+            an outage, never sent, are newer than either.
             settle() then resumes from the highest of them; the energy counted since boot is
             added on top. Until then the node publishes no state and sends no readings (it
             keeps measuring; node.py raises the records in the ring when it settles), so
@@ -42,7 +44,8 @@ _RTC_FMT = "<HHIII"
 _RTC_SIZE = const(16)
 _MASK = const(0x3FFFFFFF)
 ORIGINS = {"checkpoint": "the flash checkpoint", "state": "its last state the broker retained",
-           "collector": "the collector's energy feed"}
+           "collector": "the collector's energy feed",
+           "kept": "its newest reading kept on the flash"}
 
 
 class EnergyStore:
@@ -90,8 +93,8 @@ class EnergyStore:
         return ck["wh"], ck.get("rem_dj", 0)
 
     def offer(self, wh, wire_s, origin):
-        """A total this node published before, true at wire time wire_s (origin: "state" or
-        "collector"); kept if it is the highest so far. Ignored once settled."""
+        """A total this node published before, true at wire time wire_s (origin: "state",
+        "kept" or "collector"); kept if it is the highest so far. Ignored once settled."""
         if not self.settled and wh > self._best_wh:
             self._best_wh, self._best_s, self.source = wh, wire_s, origin
 

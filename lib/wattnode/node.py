@@ -114,6 +114,9 @@ class Node:
         self.energy = EnergyStore(hw.rtc, cfg["checkpoint_wh"], cfg["checkpoint_s"],
                                   image=self.spill.keep.image)
         wh, rem = self.energy.load()
+        kept = None if self.energy.settled else self.spill.newest_kept(ring)
+        if kept is not None:
+            self.energy.offer(kept[0], kept[1], "kept")
         self.spill.paused = not self.energy.settled  # records on flash could not be raised
         self._max_power_w = board.get("meter", {}).get("max_power_w", 3680)
         self.sampler = Sampler(self.meter, self.ring, cfg["interval_s"], wh, rem)

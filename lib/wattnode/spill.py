@@ -349,6 +349,15 @@ class Spill:
         n = s + cnt - seq
         return n if n < max_n else max_n
 
+    def newest_kept(self, ring):
+        """(energy Wh, slot in wire s) of the newest record on flash, or None (none there, it
+        is damaged, or its energy is missing): after a power cut, an outage's readings never
+        sent may hold a higher total than any the node published (energy.py). Reads the flash."""
+        if not self.holds(self.next - 1) or self.load(ring, self.next - 1, 1) <= 0:
+            return None
+        t_s, _, wh, _, _ = struct.unpack_from(wire.RECORD_FMT, self.buf, self.off)
+        return None if wh == wire.ENERGY_MISSING else (wh, t_s)
+
     # -- what it holds -----------------------------------------------------------------------
 
     def capacity(self):

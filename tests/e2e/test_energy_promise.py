@@ -16,11 +16,15 @@ published; a free-running plug would have run on for hours of node time by then.
 import json
 import os
 import signal
+import struct
+import time
 
 import pytest
 
 from helpers import aligned_past, wattlog
-from rig import Recorder
+from netcut import Relay
+from rig import Recorder, wait_until
+from wattnode import spill, spillboot, wire
 
 NODE = "heater"
 WATTS = 3000
@@ -76,8 +80,72 @@ def test_the_energy_total_never_decreases_across_a_power_cut(broker, collectors,
     drops = [(a, b) for a, b in zip(values, values[1:]) if b < a]
     assert not drops, "the energy feed went down: %s" % drops[:3]
     assert after["energy"] >= last["energy"]
-    assert s["energy_from"] in ("state", "collector")
+    assert s["energy_from"] in ("state", "collector", "kept")
     said = [m for m in logs if m.startswith("power cut: the energy total resumed from")]
     assert len(said) == 1 and "at most" in said[0], logs
     # from the last total it published (or a batch sent after it), not from the checkpoint
     assert last["energy"] <= resumed[0] <= last["energy"] + 3, (resumed[0], last["energy"])
+
+
+def newest_kept(flash):
+    """(energy Wh, unix s) of the newest reading in the plug's flash spill, or None."""
+    folder = flash / spill.SPILL_DIR
+    files = spillboot.file_numbers(os.listdir(folder)) if folder.is_dir() else []
+    if not files:
+        return None
+    seg, pos, newest = bytearray(spill.SEGMENT_BYTES), 0, None
+    with open(folder / ("%04x" % files[-1]), "rb") as f:
+        while True:
+            n, _, sound = spill.read_segment(f, pos, seg)
+            if not sound:
+                return newest
+            t_s, _, wh, _, _ = struct.unpack_from(wire.RECORD_FMT, seg, 16 * n)
+            newest, pos = (wh, t_s + wire.EPOCH_UNIX), pos + 16 + 16 * n
+
+
+@pytest.mark.realtime
+def test_a_power_cut_in_an_outage_resumes_from_the_readings_on_the_flash(broker, collectors,
+                                                                        simnodes, tmp_path):
+    """The plug cut off from the broker (its Wi-Fi gone) long enough for its readings to go
+    to the flash spill, then its power cut, then back with the network: its newest total is
+    in those readings, newer than its retained state and than anything the collector holds.
+    It resumes from them; before, it resumed from the retained state, and the energy feed
+    went down where the kept readings (sent after it came back) meet the new ones (seen when
+    two test suites ran side by side: the plug's link had fallen behind its slots)."""
+    data, flash = tmp_path / "data", tmp_path / "flash"
+    collector = collectors(broker.url, data, commit_interval=5)
+    collector.wait_for("listening on")
+    watch = Recorder(broker, "wattlog/%s/state" % NODE, "wattlog/%s/log" % NODE,
+                     name="energy-outage-watch")
+    plug = ("--flash", flash, "--profile", "constant:%d" % WATTS, "--speed", SPEED)
+    try:
+        with Relay(broker.port) as relay:
+            start = aligned_past(12 * 3600)
+            began = time.monotonic()
+            first = simnodes(relay.port, NODE, "--start", start, *plug)
+            watch.wait(lambda: watch.states(NODE), "the plug's first state")
+            relay.cut()
+            published = watch.states(NODE)[-1]["energy"]
+            wait_until("the flash holding 1 kWh more than the plug published", lambda: (
+                newest_kept(flash) or (0,))[0] >= published * 1000 + 1000)
+            os.kill(first.firmware_pid(), signal.SIGKILL)  # the power cut
+            first.proc.wait(30)
+            # past every slot it made: its node time runs at most SPEED times the wall clock
+            again_at = start + int(time.monotonic() - began + 2) * SPEED
+            again_at -= again_at % 10
+        kept_wh, _ = newest_kept(flash)
+        published = watch.states(NODE)[-1]["energy"]
+        assert kept_wh > published * 1000, (kept_wh, published)
+        second = simnodes(broker.port, NODE, "--power-cut", "--start", again_at, *plug)
+        s = second.finish()
+        assert collector.stop() == 0
+        logs = watch.logs(NODE)
+    finally:
+        watch.close()
+    feed = energy_feed(data)
+    values = [kwh for _, kwh in feed]
+    drops = [(a, b) for a, b in zip(values, values[1:]) if b < a]
+    assert not drops, "the energy feed went down: %s; the plug said: %s" % (drops[:3], logs)
+    assert s["energy_from"] == "kept", (s["energy_from"], kept_wh, logs)
+    resumed = [kwh for t, kwh in feed if t >= again_at]
+    assert resumed and resumed[0] * 1000 >= kept_wh, (resumed[:1], kept_wh)

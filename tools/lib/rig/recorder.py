@@ -71,10 +71,14 @@ class Recorder:
 
     # -- what arrived, as a whole --------------------------------------------------------
 
+    def raw(self, topic):
+        """The payloads seen on topic, as bytes."""
+        with self._changed:
+            return [p for t, p in self.seen if t == topic]
+
     def on(self, topic):
         """The payloads seen on topic, decoded."""
-        with self._changed:
-            return [p.decode() for t, p in self.seen if t == topic]
+        return [p.decode() for p in self.raw(topic)]
 
     def states(self, node):
         """Every state the node published, as dicts."""
