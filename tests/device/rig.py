@@ -14,6 +14,7 @@ from wattnode.calib import Calibration
 from wattsim.board import Board
 
 import os
+import scratch
 
 wattsim.install()
 
@@ -35,7 +36,7 @@ class Rig:
     def __init__(self, board, profile="constant:1000", faults=None, cal=None, start=START_UNIX):
         self.board = board_file(board) if isinstance(board, str) else board
         sim = {"profile": profile, "start": start, "speed": 1, "faults": faults or {}}
-        self.hw = Board(self.board, sim=sim, flash_dir="/tmp")
+        self.hw = Board(self.board, sim=sim, flash_dir=scratch.DIR)
         self.clock = self.hw.clock
         self.chip = self.hw.chip
         self.meter = meters.create(self.board, self.hw, Calibration(cal))

@@ -8,6 +8,7 @@ import unittest
 from wattnode import board, meters, spill, wire
 from wattnode.node import make_meter
 from rig import BOARDS
+import scratch
 
 
 def load(name):
@@ -93,7 +94,7 @@ class TestMismatch(unittest.TestCase):
         from rig import board_file
         real = board_file("devkit-bl0942")
         wrong = board_file("devkit-cse7766")  # rx 16 as well
-        hw = Board(real, sim={"profile": "constant:1000", "start": 1795000000}, flash_dir="/tmp")
+        hw = Board(real, sim={"profile": "constant:1000", "start": 1795000000}, flash_dir=scratch.DIR)
         meter = meters.create(wrong, hw, Calibration())
         log = meters.FaultLog(meter, "cse7766 meter")
         meter.take()

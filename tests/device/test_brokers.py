@@ -19,8 +19,9 @@ from wattsim.board import Board
 
 from rig import board_file, fresh_dir, need_sockets
 from test_memory import loopback
+import scratch
 
-FLASH = "/tmp/wattnode-brokers-test"
+FLASH = scratch.DIR + "/brokers"
 REFUSING = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]  # nothing listens there
 
 

@@ -5,9 +5,9 @@ import os
 import unittest
 
 from wattnode import config
+import scratch
 
-PATH = "/tmp/wattnode-test-config-%d.json" % os.getpid() if hasattr(os, "getpid") else \
-    "/tmp/wattnode-test-config.json"
+PATH = scratch.DIR + "/config.json"
 
 
 def load(text):

@@ -8,8 +8,9 @@ import unittest
 
 from wattnode.energy import CHECKPOINT_FILE, EnergyStore
 from wattsim.board import SimRTCMemory
+import scratch
 
-DIR = "/tmp"
+DIR = scratch.DIR
 RTC = DIR + "/wattnode-test-rtc"
 
 

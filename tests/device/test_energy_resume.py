@@ -20,8 +20,9 @@ from wattnode.ring import Ring
 
 from rig import board_file, fresh_dir, need_sockets
 from test_memory import loopback, read_exactly
+import scratch
 
-FLASH = "/tmp/wattnode-resume-test"
+FLASH = scratch.DIR + "/resume"
 START = 1795000000                 # node time, unix seconds (a multiple of 10)
 CUT_WH = 24011                     # the last total published before the cut
 CHECKPOINT_WH = 18008              # the flash checkpoint, 2 h older

@@ -26,8 +26,9 @@ from wattsim.board import Board
 
 from rig import HERE, board_file, fresh_dir
 from test_memory import loopback
+import scratch
 
-FLASH = "/tmp/wattnode-ota-test"
+FLASH = scratch.DIR + "/ota"
 START = 1795000000
 KEY = "11" * 32
 

@@ -7,8 +7,9 @@ import unittest
 from wattsim.board import Board
 from wattnode.relay import CONNECTING, ERROR, ONLINE, RELAY_FILE, Controls
 from rig import board_file
+import scratch
 
-DIR = "/tmp"
+DIR = scratch.DIR
 
 
 def fresh(power_on="restore", led="gpio"):

@@ -18,8 +18,9 @@ from wattsim.board import RESET_EXIT, Board
 from wattnode.node import Node
 from wattnode.ring import Ring
 from rig import board_file, fresh_dir
+import scratch
 
-FLASH = "/tmp/wattnode-repl-test"
+FLASH = scratch.DIR + "/repl"
 
 
 class TestRepl(unittest.TestCase):

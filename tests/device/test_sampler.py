@@ -11,6 +11,7 @@ from wattnode.ring import Ring
 from wattnode.sampler import Sampler
 from wattsim.meter import SimMeter
 from wattsim.profiles import Profile, voltage_cv
+import scratch
 
 
 class StepClock:
@@ -215,7 +216,7 @@ class TestTimeKeeper(unittest.TestCase):
     def board(self, **sim):
         from wattsim.board import Board
         sim.update(start=1795000000)
-        return Board({"chip": "sim"}, sim=sim, flash_dir="/tmp")
+        return Board({"chip": "sim"}, sim=sim, flash_dir=scratch.DIR)
 
     def test_the_collector_s_clock_makes_an_unknown_time_known_and_nothing_more(self):
         from wattnode.clock import TimeKeeper

@@ -16,8 +16,9 @@ from wattnode.ring import Ring
 from rig import board_file, fresh_dir
 from test_energy_resume import packets, publishes
 from test_memory import loopback
+import scratch
 
-FLASH = "/tmp/wattnode-secrets-test"
+FLASH = scratch.DIR + "/secrets"
 WIFI_SECRET = 87654321
 BROKER_SECRET = 13572468
 

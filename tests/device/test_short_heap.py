@@ -17,8 +17,9 @@ from wattsim.board import Board
 from rig import board_file, fill_heap, fresh_dir, need_sockets
 from test_energy_resume import packets, publishes
 from test_memory import loopback
+import scratch
 
-FLASH = "/tmp/wattnode-short-heap-test"
+FLASH = scratch.DIR + "/short-heap"
 
 
 def _plug(flash):

@@ -13,8 +13,9 @@ from wattnode.ring import Ring
 from wattsim.board import Board
 from wattsim.clock import ACK_PATIENCE_MS, FREE, FREE_FALLBACK, RunEnded, SimClock
 from rig import board_file, fresh_dir
+import scratch
 
-FLASH = "/tmp/wattnode-simclock-test"
+FLASH = scratch.DIR + "/simclock"
 
 
 def wall_s():

@@ -11,8 +11,9 @@ from wattnode.calib import Calibration
 from wattnode.relay import RELAY_FILE, Controls
 from wattsim.board import Board
 from rig import START_UNIX, Rig, board_file
+import scratch
 
-DIR = "/tmp"
+DIR = scratch.DIR
 
 
 def plug(board, profile="constant:1000"):

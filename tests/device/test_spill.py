@@ -19,8 +19,9 @@ from wattnode.ring import Ring
 from wattnode.spill import FILE_RECORDS, SEGMENT_RECORDS, Spill
 from wattnode.spillboot import boot, file_numbers
 from wattsim.board import MemoryRTC, SimRTCMemory
+import scratch
 
-FLASH = "/tmp/wattnode-spill-test"
+FLASH = scratch.DIR + "/spill"
 RTC = FLASH + "/.rtc-memory"
 FOLDER = FLASH + "/spill"
 INTERVAL_S = 10

@@ -14,8 +14,9 @@ from wattnode.ring import Ring
 from wattsim.board import Board
 
 from rig import board_file, fresh_dir, need_sockets
+import scratch
 
-FLASH = "/tmp/wattnode-status-test"
+FLASH = scratch.DIR + "/status"
 START = 1795000000
 
 

@@ -19,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 
@@ -29,8 +30,12 @@ DEVICE_RUNNERS = {"device": ["micropython"],
 
 
 def run_device(suite):
-    proc = subprocess.run(DEVICE_RUNNERS[suite] + ["tests/device/run.py"], cwd=REPO,
-                          capture_output=True, text=True, timeout=600)
+    # the suite's files in a folder of its own (tests/device/scratch.py): a second run beside
+    # this one, from another clone, would otherwise share /tmp's
+    with tempfile.TemporaryDirectory(prefix="wattnode-device-") as scratch:
+        proc = subprocess.run(DEVICE_RUNNERS[suite] + ["tests/device/run.py"], cwd=REPO,
+                              env=dict(os.environ, WATTNODE_TEST_DIR=scratch),
+                              capture_output=True, text=True, timeout=600)
     sys.stdout.write(proc.stdout + proc.stderr)
     m = re.search(r"device tests: (\d+) passed, (\d+) failed, (\d+) skipped", proc.stdout)
     if not m:
