@@ -248,6 +248,7 @@ def test_ctrl_c_stops_plugs_collector_broker_in_order_and_data_goes_on_from_ther
     second = demos(tmp_path, "--nodes", 2, "--backfill", 8, "--duration", 10, "--data", data)
     assert second.end(120) == 0, second.text()
     more = second.kept()
+    assert set(more) == set(produced), second.text()  # each plug said what it produced
     for node in produced:
         power, energy, _ = stored(data, node)
         assert np.count_nonzero(~np.isnan(power)) == produced[node] + more[node], node

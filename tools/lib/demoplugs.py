@@ -30,7 +30,8 @@ from wattsim.clock import PRESENT_LINE  # noqa: E402
 PLUG_FLASH = "demo-plugs"  # <data>/demo-plugs/<plug>: each plug's flash
 DAY_S = 86400
 INTERVAL_S = 10
-PLUG_STOP_S = 20  # a plug sends what it holds, then stops; killed after this
+PLUG_STOP_S = 40  # a plug sends what it holds for up to 30 s (wattnode.node.DRAIN_MS), then
+                  # stops; killed after this (at 20 s, a busy machine's plug was killed draining)
 
 
 def day_ago(now):
