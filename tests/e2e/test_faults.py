@@ -286,18 +286,25 @@ def held_at_a_stop(flash):
 def tear_the_newest_segment(flash):
     """Cut the newest file short in its last segment, as a reset during its write leaves it on
     a file system that commits what was written (littlefs would keep the file as it was
-    before the write; a corrupt flash can do worse): the slots (unix s) of its readings."""
-    newest = spill_files(flash)[-1]
+    before the write; a corrupt flash can do worse): the slots (unix s) of its readings.
+    A newest file with no whole segment is the kill's own doing (it came during that file's
+    first write, on a busy machine): it goes, as if the kill had come just before, and the
+    one before it is torn (RTC memory, which the kill keeps, still holds its readings)."""
     seg = bytearray(spill.SEGMENT_HEADER + spill.SEGMENT_RECORDS * 16)
-    with open(newest, "rb") as f:
-        pos, last = 0, None
-        while True:
-            n, _, sound = spill.read_segment(f, pos, seg)
-            if not sound:
-                break
-            last = (pos, n, [struct.unpack_from("<I", seg, 16 + 16 * i)[0] + wire.EPOCH_UNIX
-                             for i in range(n)])
-            pos += 16 + 16 * n
+    last = None
+    while last is None:
+        newest = spill_files(flash)[-1]
+        with open(newest, "rb") as f:
+            pos = 0
+            while True:
+                n, _, sound = spill.read_segment(f, pos, seg)
+                if not sound:
+                    break
+                last = (pos, n, [struct.unpack_from("<I", seg, 16 + 16 * i)[0] +
+                                 wire.EPOCH_UNIX for i in range(n)])
+                pos += 16 + 16 * n
+        if last is None:
+            os.remove(newest)
     pos, n, slots = last
     with open(newest, "r+b") as f:
         f.truncate(pos + 16 + 16 * (n // 2))
