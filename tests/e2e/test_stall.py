@@ -25,7 +25,7 @@ import time
 import pytest
 
 from broker import Broker
-from faultload import stored
+from faultload import stored, stored_yet
 from helpers import aligned_past
 from rig import Recorder, wait_until
 from wattlog.fleet.provision import COLLECTOR
@@ -109,7 +109,7 @@ def wait_stored(data, node, accepted):
     """Every accepted slot stored within BOUND_S of the collector running again."""
     deadline = time.monotonic() + BOUND_S
     while True:
-        missing = accepted - set(stored(data, node))
+        missing = accepted - set(stored_yet(data, node))  # read while the collector writes
         if not missing:
             return
         if time.monotonic() > deadline:
@@ -146,7 +146,7 @@ def test_replays_do_not_hide_a_dropped_batch(tmp_path, collectors, simnodes):
     old = batches(watch)[0][2]
     try:
         deadline = time.monotonic() + BOUND_S
-        while accepted - set(stored(data, "stall-r")) and time.monotonic() < deadline:
+        while accepted - set(stored_yet(data, "stall-r")) and time.monotonic() < deadline:
             replayer.publish("wattlog/stall-r/readings", old)
             time.sleep(0.3)  # the pace of the replays, until the bounded loop ends
         wait_stored(data, "stall-r", accepted)
