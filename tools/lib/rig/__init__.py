@@ -5,7 +5,8 @@ from, each started as a user starts it and stopped when its owner is done:
     Collector  `wattlog collect` in its own process, from flags or a config file, optionally
                storing into PostgreSQL (tools/lib/pgserver.py); its log, wait_for(text), stop()
     Recorder   a paho client that subscribes to topics and records every message; a test waits
-               on it for a condition, with a bound
+               on it for a condition, with a bound (taken: the collector has taken what the
+               broker held for it)
     SimPlug    tools/simnode: the real firmware on the MicroPython unix port, a simulated plug
     wait_until a condition polled until true, with a bound; its value (wait_answer: an
                answer asked for until it is the one wanted)
@@ -18,7 +19,7 @@ imports from tests/. Every wait here is bounded and says what it waited for when
 
 from broker import Broker, free_port
 from rig.collector import Collector
-from rig.recorder import Recorder
+from rig.recorder import Recorder, taken
 from rig.scratch import scratch
 from rig.simplug import SimPlug, summaries, summary
 from rig.wait import wait_answer, wait_until

@@ -24,6 +24,8 @@ import queue
 import threading
 import time
 
+from broker import TEST_USER
+
 _names = itertools.count(1)  # each Recorder its own client id (and test user), from any thread
 
 
@@ -171,3 +173,14 @@ class Recorder:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def taken(broker, timeout_s=60.0):
+    """Once this returns, the collector has taken every message the broker held for it when it
+    was called: it takes them in the order they came (all QoS 1) and answers a plug's "online",
+    so its answer to a marker plug's (the broker's test user) comes after them. For a test
+    that stops the collector after a plug has sent its last batch."""
+    with Recorder(broker, "wattlog/test-marker/ack", name="taken-%d-%d" % (os.getpid(), next(_names)),
+                  user=TEST_USER, timeout_s=timeout_s) as r:
+        r.publish("wattlog/test-marker/status", b"online")
+        r.next("wattlog/test-marker/ack", timeout_s=timeout_s)
