@@ -89,6 +89,10 @@ def tester(name):
     return "%s-%s" % (TEST_USER, re.sub(r"[^a-z0-9_-]", "-", name.lower()))
 
 
+class PortTaken(RuntimeError):
+    """mosquitto could not listen: another process took its port after free_port() chose it."""
+
+
 class Broker:
     _collector_logins = {}  # url -> the collector's password file, for every Broker made
 
@@ -101,12 +105,18 @@ class Broker:
         self._preexec = terminate_with_parent if die_with_parent else None
         self.dir = directory or tempfile.mkdtemp(prefix="wattlog-mosq-")
         os.makedirs(self.dir, exist_ok=True)
-        self.port = port or free_port()
+        self._own_port = port is None  # another may be taken if this one goes meanwhile
         self.auth = os.path.join(self.dir, "auth")
         self.conf = os.path.join(self.dir, "mosquitto.conf")
         self.log = os.path.join(self.dir, "mosquitto.log")
         self.proc = None
         self._provisioning = threading.Lock()
+        self._extra_conf = extra_conf
+        self._configure(port or free_port())
+
+    def _configure(self, port):
+        """Provision for `port` and write mosquitto.conf."""
+        self.port = port
         self.creds = self._provision([], [TEST_USER])
         self.url = provision.broker_url(provision.COLLECTOR, "127.0.0.1", self.port)
         Broker._collector_logins[self.url] = self.password_file(provision.COLLECTOR)
@@ -115,7 +125,7 @@ class Broker:
         with open(self.conf, "w") as f:
             f.write("%s\n# tests only\nuser %s\npersistence false\nlog_dest file %s\n"
                     "log_type error\nlog_type warning\nlog_type notice\nlog_type information\n%s"
-                    % (conf, getpass.getuser(), self.log, extra_conf))
+                    % (conf, getpass.getuser(), self.log, self._extra_conf))
 
     def _provision(self, nodes, test_users=()):
         """provision.py's files for `nodes` and everyone provisioned before, plus the test
@@ -186,7 +196,19 @@ class Broker:
     def start(self):
         """Start mosquitto and wait until it says it runs: a port that another test's broker
         took meanwhile (tests run side by side) is an error here, not a connection to the
-        wrong broker."""
+        wrong broker; before anyone was told this one's port (no start yet), another is
+        taken instead."""
+        for attempt in range(3):
+            try:
+                self._start()
+                self._own_port = False  # told now: a restart keeps it
+                return self
+            except PortTaken:
+                if not self._own_port or attempt == 2:
+                    raise
+                self._configure(free_port())
+
+    def _start(self):
         before = self._log_text().count(_RUNNING)
         self.proc = subprocess.Popen([mosquitto_path(), "-c", self.conf],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -194,8 +216,9 @@ class Broker:
         deadline = time.monotonic() + 10
         while self._log_text().count(_RUNNING) <= before:
             if self.proc.poll() is not None:
-                raise RuntimeError("mosquitto exited with status %d: %s" % (
-                    self.proc.returncode, self._log_text().strip().splitlines()[-1:]))
+                said = self._log_text().strip().splitlines()[-1:]
+                raise (PortTaken if "Address already in use" in str(said) else RuntimeError)(
+                    "mosquitto exited with status %d: %s" % (self.proc.returncode, said))
             if time.monotonic() > deadline:
                 raise RuntimeError("mosquitto did not start within 10 s")
             time.sleep(0.02)
