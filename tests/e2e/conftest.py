@@ -45,7 +45,7 @@ def _build():
 
 @pytest.fixture
 def broker(tmp_path):
-    with Broker(str(tmp_path / "mosquitto")) as b:
+    with Broker(str(tmp_path / "mosquitto"), move_if_taken=True) as b:
         yield b
 
 

@@ -88,7 +88,7 @@ class Rig:
 
     def _build(self, work, store):
         self.store = store
-        self.broker = Broker(str(work / "mosquitto")).start()
+        self.broker = Broker(str(work / "mosquitto"), move_if_taken=True).start()
         self.data = work / "data"
         token_file = secret_file(work / "http.token", TOKEN)
         self.collector = Collector(self.broker.url, self.data, commit_interval=10,

@@ -101,11 +101,14 @@ class Broker:
         """The collector's password file of the Broker whose url this is (None: no Broker's)."""
         return cls._collector_logins.get(url)
 
-    def __init__(self, directory=None, port=None, extra_conf="", die_with_parent=False):
+    def __init__(self, directory=None, port=None, extra_conf="", die_with_parent=False,
+                 move_if_taken=False):
         self._preexec = terminate_with_parent if die_with_parent else None
         self.dir = directory or tempfile.mkdtemp(prefix="wattlog-mosq-")
         os.makedirs(self.dir, exist_ok=True)
-        self._own_port = port is None  # another may be taken if this one goes meanwhile
+        # move_if_taken: a port taken meanwhile is replaced at start (the files are made
+        # again: for a caller that has not changed them nor told anyone the port)
+        self._own_port = port is None and move_if_taken
         self.auth = os.path.join(self.dir, "auth")
         self.conf = os.path.join(self.dir, "mosquitto.conf")
         self.log = os.path.join(self.dir, "mosquitto.log")
