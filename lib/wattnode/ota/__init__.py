@@ -15,11 +15,11 @@ heap (a plug without PSRAM has little to spare):
   flash     the files they share (the paths, the pointer, the outcome, folders) and ota/status
 A plug that is not updating loads none of them; a version on trial holds only this, trial and
 flash, a plug taking an update only this, transfer and flash. While the transfer runs it holds
-the manifest's header and its file list as two lists (paths, sizes) and the sha256s, 32 bytes
-each, in one buffer (compact()), not the message, its JSON text or a list per file. None of
-them imports the node, and the node imports only this package (the contract the node and the
-collector share about updates, the refusal a plug sends when it has no heap for the package
-at all, is in wire.py).
+the manifest's header and its file list as three lists (paths, sizes, each sha256 as 32
+bytes: compact()), not the message, its JSON text or a list per file. None of them imports
+the node, and the node imports only this package (the contract the node and the collector
+share about updates, the refusal a plug sends when it has no heap for the package at all, is
+in wire.py).
 
 Work, the node's one handle on an update, loads the parts as their work comes, drives them
 from the node's loop and drops each once it is done:
@@ -216,19 +216,15 @@ class Work:
 
 def compact(m):
     """The parsed manifest m's file list ("files": a list of [path, size, sha256] lists, two
-    blocks each) made what the transfer holds while it runs: "paths" and "sizes", one list
-    each (made at their exact size) of the same strings and numbers, and "sha256", the
-    32-byte digests one after the other in one bytearray (a digest of its own is three
-    blocks), in the order of "files" (transfer._file() reads them): 35 files hold 4.0 KiB
-    on the 64-bit port, 8.3 as parsed, 6.5 with a bytes object per digest. Made once
-    manifest.py is forgotten, in its code's gaps; the digests' block (32 bytes a file, at
-    most 2 KiB) is the biggest, and is made once: a heap too short for it refuses the
-    update (the chunks, many, each need no new block: transfer.py)."""
+    blocks each) made what the transfer holds while it runs: "paths", "sizes" and "sha256",
+    one list each (made at their exact size), of the same strings, numbers and 32-byte
+    digests, in the order of "files" (transfer._file() reads them): 35 files hold about
+    1.3 KiB less on the 64-bit port. No block bigger than one of these lists (the heap of a
+    plug in use is full of small gaps), made once manifest.py is forgotten, in its code's
+    gaps (the digests in one 1 KiB bytearray were refused in a 204 KiB test heap)."""
     files = m.pop("files")
     n = len(files)
-    paths, sizes, digests = [None] * n, [0] * n, bytearray(32 * n)
+    paths, sizes, digests = [None] * n, [0] * n, [None] * n
     for i in range(n):
-        f = files[i]
-        paths[i], sizes[i] = f[0], f[1]
-        digests[32 * i:32 * i + 32] = f[2]
+        paths[i], sizes[i], digests[i] = files[i]
     m["paths"], m["sizes"], m["sha256"] = paths, sizes, digests

@@ -93,8 +93,9 @@ class Updater:
         if fi != self.f or off != self.off:
             self.stale += 1  # a resent or late chunk: the next request says where we are
             return
-        name = self.m["paths"][fi]  # not _file(): its digest is a copy, and this is per chunk
-        size = self.m["sizes"][fi]
+        entry = _file(self.m, fi)
+        name = entry[0]
+        size = entry[1]
         n = len(msg) - _HDR
         if n > CHUNK or off + n > size:
             self.refuse(self.m, "a chunk of %s runs past its %d bytes" % (name, size))
@@ -268,7 +269,7 @@ class Updater:
 
 def _file(m, i):
     """(path, size, sha256's 32 bytes) of the manifest's file i (the package's compact())."""
-    return m["paths"][i], m["sizes"][i], m["sha256"][32 * i:32 * i + 32]
+    return m["paths"][i], m["sizes"][i], m["sha256"][i]
 
 
 def _hash(path, buf):
