@@ -23,6 +23,12 @@ must never stall cannot use, and what the overrides do instead:
 - publish_from(topic, head, buf, off, n) sends head + buf[off:off + n] from the caller's
   buffers, framed in buffers made once: a batch straight from the ring, with no copy and no
   allocation (tests/device/test_memory.py, test_mqtt.py).
+- umqtt.simple reads every payload into a new bytes object. Here the messages on `rx_topic`
+  (bytes) are read into `rx_buf`, a bytearray the caller made once (an update's chunks,
+  ota/transfer.py), while it is set: the callback then has a memoryview of it, valid until
+  it returns, and a plug whose heap is full of small gaps takes them all the same (a payload
+  larger than rx_buf is read as any other). Two attributes, not a method: the client's code
+  is in every plug's heap, and this is for a transfer's while.
 - No keepalive. keep_alive(now) pings when nothing came for a quarter of the keepalive or
   nothing went for half of it, and is False once the broker has said nothing for a whole
   keepalive: it answers every PINGREQ, so the connection is gone even while writes succeed.
@@ -69,6 +75,8 @@ class Client(MQTTClient):
         self._one = bytearray(1)
         self._puback = bytearray(b"\x40\x02\0\0")
         self._skip = bytearray(32)  # what a message the heap cannot take is read through
+        self.rx_topic = None        # messages on this topic are read into rx_buf, if set
+        self.rx_buf = None
         self.dropped_in = 0         # PUBLISHes read and dropped: no heap for their payload
         self.dropped_in_bytes = 0   # the last one's size
         self.dropped_in_topic = b""  # and topic
@@ -309,11 +317,16 @@ class Client(MQTTClient):
             n -= 2
         if n < 0:
             raise MQTTException("a PUBLISH shorter than its topic")
-        try:
-            msg = self._take(n)
-        except MemoryError:  # read through it, so the connection stays in step: no crash
-            msg = None
-            self._drop_in(topic, n)
+        rx = self.rx_buf
+        if rx is not None and n <= len(rx) and topic == self.rx_topic:
+            self._read(rx, n)
+            msg = memoryview(rx)[:n]
+        else:
+            try:
+                msg = self._take(n)
+            except MemoryError:  # read through it, so the connection stays in step: no crash
+                msg = None
+                self._drop_in(topic, n)
         if msg is not None:
             self.cb(topic, msg)
         if op & 6 and self.sock is not None:  # the callback may have closed the connection

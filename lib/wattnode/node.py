@@ -376,10 +376,16 @@ class Node:
 
     def _service(self, flush):
         """The loop's services, each pass: the link (connect, acks, commands, the next batch;
-        at once with flush), the update work, the Broadlink protocol."""
+        at once with flush), the update work (ota.Work.service(); a MemoryError, the
+        transfer's code for a manifest read on an earlier pass, refused as in on_ota()), the
+        Broadlink protocol."""
         self.link.service(self.hw.wifi_up(), flush=flush)
         if self.updates is not None:
-            self._service_updates()
+            try:
+                if not self.updates.service(self.link.up):
+                    self._drop_updates()
+            except MemoryError:
+                self._no_heap(self.updates.taken_id)
         if self.broadlink is not None:
             self.broadlink.service()
 
@@ -392,15 +398,6 @@ class Node:
             self._updates().message(topic, msg)
         except MemoryError:
             self._no_heap(wire.manifest_id(msg) if topic == self.link.t_ota_manifest else None)
-
-    def _service_updates(self):
-        """The update work's pass (ota.Work.service()); a MemoryError (the transfer's code,
-        for a manifest read on an earlier pass) refused as in on_ota()."""
-        try:
-            if not self.updates.service(self.link.up):
-                self._drop_updates()
-        except MemoryError:
-            self._no_heap(self.updates.taken_id)
 
     def _no_heap(self, uid):
         """An update the heap cannot take (uid: its manifest's id, to refuse on ota/status, or

@@ -141,7 +141,7 @@ class TestShortOfHeap(unittest.TestCase):
             node.on_ota(node.link.t_ota_manifest, manifest)
             self.assertTrue(node.updates.taken is not None)  # read; its transfer not loaded yet
             hold = fill_heap(2048)
-            node._service_updates()
+            node._service(False)  # the loop's next pass
             hold = None
         self.refused_without_heap("0a0b0c0e", short)
 

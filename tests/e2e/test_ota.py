@@ -268,10 +268,13 @@ def test_a_fleet_stops_at_the_first_plug_that_fails_and_passes_an_offline_one_at
 
 
 KILLS = 10  # the issue asks for at least 10
-# 204 KiB: at 200 the update's chunks are dropped in about one full run of two ("no heap for
-# a 1030-byte message": a fragmented heap) since the update became a package and the link
-# took a broker list (issue 23: open until the 200 KiB budget is won back)
-TIGHT_HEAP_KIB = int(os.environ.get("OTA_HEAP_KIB", 204))
+# 200 KiB, as test_pipeline's limited heap. Since the update became a package and the link
+# took a broker list it needed 204: at 200 a fragmented heap dropped the update's chunks in
+# about one run of two ("no heap for a 1030-byte message"); each chunk is now read into one
+# buffer made as the transfer is loaded (issue 23). The manifest's parse (its JSON, about
+# 10 KiB in small blocks) is the next tightest moment: no block bigger than a list of its
+# files may be asked for then (one 1 KiB block for its digests was refused even at 204)
+TIGHT_HEAP_KIB = int(os.environ.get("OTA_HEAP_KIB", 200))
 
 
 def test_a_plug_killed_at_random_moments_of_an_update_always_boots_a_working_version(
@@ -473,13 +476,15 @@ def test_an_update_the_flash_cannot_hold_is_refused_before_a_byte_is_written(
 
 
 def test_an_update_fits_the_tight_heap(broker, collectors, simnodes, tmp_path, builds):
-    """The node run from .mpy files as in test_pipeline's limited heap (200 KiB, its 48 KiB
-    ring, a BL0937 driver) takes an update and confirms it in TIGHT_HEAP_KIB (204 KiB unless
-    OTA_HEAP_KIB says otherwise; see there). It needed 224 KiB, then 204 once start.py unloaded what only
-    start-up needs, while the transfer was one module that kept the manifest as parsed JSON;
-    now the transfer (ota/transfer.py), the manifest's checks (ota/manifest.py, unloaded once
-    a manifest is read) and a boot's trial (ota/trial.py) are loaded apart, and a manifest that does not fit is
-    refused on ota/status, not a crash (tests/device/test_short_heap.py). The plug's readiness
+    """The node run from .mpy files in test_pipeline's limited heap (TIGHT_HEAP_KIB: 200 KiB
+    unless OTA_HEAP_KIB says otherwise; its 48 KiB ring, a BL0937 driver) takes an update and
+    confirms it. It needed 224 KiB, then 204 once start.py unloaded what only start-up
+    needs, while the transfer was one module that kept the manifest as parsed JSON; now the
+    transfer (ota/transfer.py), the manifest's checks (ota/manifest.py, unloaded once a
+    manifest is read) and a boot's trial (ota/trial.py) are loaded apart, each chunk is read
+    into one buffer the transfer made (not a new block per message, which a fragmented heap
+    did not have in about one run of two), and a manifest that does not fit is refused on
+    ota/status, not a crash (tests/device/test_short_heap.py). The plug's readiness
     and its new version come from its birth message and its update's own ota/status, not from
     a command or its status line (a short heap may skip that line). Kept in
     build/test-results: the tool's table (the live-heap high-water mark) and the heap free at

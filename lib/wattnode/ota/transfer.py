@@ -34,6 +34,9 @@ class Updater:
     def __init__(self, link, reboot, staged=None):
         """reboot(reason): asks the node for a clean reboot (the switch's); staged: the
         manifest of a transfer the flash holds (manifest.staged), resumed."""
+        self.buf = bytearray(_HDR + CHUNK)  # first, while the heap has room for one block
+        mq = link.mq  # each chunk is read into it (mqtt.py), until the package's Work drops it
+        mq.rx_topic, mq.rx_buf = link.t_ota_chunk, self.buf
         self.link = link
         self.reboot = reboot
         self.m = None         # the manifest of the transfer under way
@@ -153,7 +156,7 @@ class Updater:
                 continue
             self.f = i
             try:
-                self.h, self.off = _hash(STAGE + "/" + name + ".part")
+                self.h, self.off = _hash(STAGE + "/" + name + ".part", self.buf)
             except OSError:
                 self._start_file()
             if self.off > size:
@@ -177,7 +180,7 @@ class Updater:
         for i in range(self.f):
             name, size, digest = _file(m, i)
             try:
-                h, n = _hash(STAGE + "/" + name)
+                h, n = _hash(STAGE + "/" + name, self.buf)
             except OSError:
                 h, n = None, -1
             if n != size or h.digest() != digest:
@@ -269,11 +272,11 @@ def _file(m, i):
     return m["paths"][i], m["sizes"][i], m["sha256"][i]
 
 
-def _hash(path):
-    """(the running sha256 of the file at path, its length), read CHUNK bytes at a time."""
+def _hash(path, buf):
+    """(the running sha256 of the file at path, its length), read into buf: the chunks'
+    buffer (a chunk in it is on the flash and hashed before a file's end is checked)."""
     h = sha256()
     n = 0
-    buf = bytearray(CHUNK)
     with open(path, "rb") as f:
         while True:
             k = f.readinto(buf)
