@@ -19,10 +19,18 @@ it to the new owner again) and joins afresh. A stop commits first, then lets its
 Each owned partition has a pull consumer (durable wlp<p>, filtered on its subjects, explicit
 acks, ACK_WAIT_S): a message is acknowledged to JetStream only after its readings are
 committed, so a collector that dies has its messages delivered again to the next owner
-(stored twice is stored once: the database's writes are idempotent). What a commit allows is
-acknowledged to the plugs as on one Pi (writer.py), retained, over MQTT; a plug's "online"
-is answered (the clock, and its energy total from the database) by the collector that owns
-its partition.
+(stored twice is stored once: the database's writes are idempotent). Explicit it must be: a
+work-queue stream refuses AckAll (one ack for all below it), which would also acknowledge
+what the partition's previous owner was handed and never committed. The consumers keep
+their state in memory (replicated on the three nodes like the stream, but never written to
+their disks: the nodes writing each consumer's state file after its acks took about 8% of
+their CPU in a profile of tools/bench/cluster): should all three nodes restart at once, a
+consumer starts again at the stream's first message, and the work-queue stream holds only
+what no collector acknowledged, so that is what is delivered again; nothing is lost.
+
+What a commit allows is acknowledged to the plugs as on one Pi (writer.py), retained, over
+MQTT; a plug's "online" is answered (the clock, and its energy total from the database) by
+the collector that owns its partition.
 
 Acks, live and retained: each commit's ack for a plug goes out live on the plug's ack subject
 over this collector's NATS connection (the gateway delivers it to the plug's MQTT
@@ -218,7 +226,7 @@ class ClusterCollector:
         sub = await js.pull_subscribe(
             "%s.%d.>" % (PARTITION_PREFIX, p), durable="wlp%d" % p, stream=READINGS_STREAM,
             config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=ACK_WAIT_S,
-                                  max_ack_pending=100000))
+                                  max_ack_pending=100000, mem_storage=True))
         me = asyncio.current_task()
         try:
             # while the partition is this task's: nats-py's fetch can take a cancellation for

@@ -8,8 +8,16 @@ After each fault (a collector SIGKILLed, one paused past its lease and woken, a 
 stopped, PostgreSQL stopped for 20 s) every plug's readings drain: stored = produced per plug,
 each slot once with its value (the database's key is node and slot: a duplicate cannot exist;
 a gap is a missing slot). Real time: servers, leases and resends run by the wall clock.
+
+The cluster is provisioned as `wattlog provision --cluster` provisions one, and the real-
+firmware plugs run with the config.json it wrote them: broker.host the three gateways, tried
+in turn from the first, so the node stopped is the first gateway's, which the real plugs are
+on (each says its broker in the "status" line it logs at every connection: a watcher hears
+them), and they must move to another node and go on publishing while it is down.
 """
 
+import json
+import math
 import os
 import signal
 import subprocess
@@ -27,6 +35,7 @@ from rig import wait_until
 pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.realtime]
 natscluster = pytest.importorskip("natscluster")
 pgserver = pytest.importorskip("pgserver")
+mqtt = pytest.importorskip("paho.mqtt.client")
 lightplug = pytest.importorskip("lightplug")
 psycopg = pytest.importorskip("psycopg")
 
@@ -35,6 +44,37 @@ COLLECTORS = 3
 LIGHT = 100
 LEASE_S = 5
 REAL = {"real-a": "washer", "real-b": "heatpump"}  # real-firmware plugs: their profiles
+STOPPED = 0  # the node stopped: the first gateway of every plug's list, where the real plugs are
+WATCHER = 2  # the gateway the watcher of the real plugs' logs is on (never stopped)
+
+
+class Brokers:
+    """The broker each real plug says it is on: the "status {...}" line it logs at every
+    connection, heard on their log topics through one gateway, in order."""
+
+    def __init__(self, auth, port, nodes):
+        with open(os.path.join(auth, "wattlog-collector.password")) as f:
+            password = f.read().strip()
+        self.said = {node: [] for node in nodes}
+        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="test-brokers")
+        self.client.username_pw_set("wattlog-collector", password)
+        self.client.on_connect = lambda c, u, f, rc, p: c.subscribe(
+            [("wattlog/%s/log" % node, 0) for node in nodes])
+        self.client.on_message = self._on_message
+        self.client.connect_async("127.0.0.1", port)
+        self.client.loop_start()
+
+    def _on_message(self, client, userdata, m):
+        if m.payload.startswith(b"status {"):
+            self.said[m.topic.split("/")[1]].append(json.loads(m.payload[7:])["broker"])
+
+    def now(self, node):
+        """The broker the plug last said it is on (None before it said one)."""
+        return (self.said[node] or [None])[-1]
+
+    def close(self):
+        self.client.loop_stop()
+        self.client.disconnect()
 
 
 class Cluster:
@@ -45,11 +85,15 @@ class Cluster:
         self.work = str(work)
         self.auth = os.path.join(self.work, "auth")
         self.light = ["light-%03d" % i for i in range(LIGHT)]
-        self.creds = provision(self.auth, self.light + list(REAL), "127.0.0.1",
+        specs = ",".join("127.0.0.1:%d:%d:%d" % (free_port(), free_port(), free_port())
+                         for _ in range(3))
+        self.creds = provision(self.auth, self.light + list(REAL), cluster=specs,
+                               partitions=PARTITIONS,
+                               nats_store=os.path.join(self.work, "js"),
                                progress=lambda text: None)
         self.pg = pgserver.PgServer().start()
-        self.nats = natscluster.NatsCluster(self.work, self.auth, self.creds, nodes=3,
-                                            partitions=PARTITIONS).start()
+        self.nats = natscluster.NatsCluster.provisioned(self.work, self.auth).start()
+        self.brokers = None
         self.collectors = [None] * COLLECTORS
         self.ports = [free_port() for _ in range(COLLECTORS)]
         for i in range(COLLECTORS):
@@ -104,16 +148,34 @@ class Cluster:
             out.setdefault(node, []).append((slot, power))
         return out
 
+    def gateways(self, node):
+        """The plug's broker.host as provision wrote it: every gateway, "host:port"."""
+        with open(os.path.join(self.auth, "nodes", node, "config.json")) as f:
+            return json.load(f)["broker"]["host"]
+
     def start_real(self):
+        """The real-firmware plugs, with their config.json (simnode's --broker is the list it
+        holds, in its order), and the watcher of what they say."""
+        self.brokers = Brokers(self.auth, self.nats.mqtt_ports[WATCHER], list(REAL))
         for node, profile in REAL.items():
+            config = os.path.join(self.auth, "nodes", node, "config.json")
             self.real[node] = SimNode(
-                self.nats.mqtt_ports[0], node, "--node-config",
-                os.path.join(self.auth, "nodes", node, "config.json"), "--profile", profile,
-                "--speed", "max", "--start", self.real_start, "--then-realtime")
+                self.nats.mqtt_ports[0], node, "--broker", ",".join(self.gateways(node)),
+                "--node-config", config, "--profile", profile, "--speed", "max", "--start",
+                self.real_start, "--then-realtime")
+
+    def stored_since(self, node, t):
+        """How many of the plug's readings of time t or later are stored."""
+        with psycopg.connect(self.pg.dsn, password=self.pg.password, autocommit=True) as c:
+            return c.execute("SELECT count(*) FROM wl_readings r JOIN wl_nodes n ON n.id = "
+                             "r.node_id WHERE n.node = %s AND r.slot >= %s",
+                             (node, math.ceil(t / lightplug.INTERVAL_S))).fetchone()[0]
 
     def close(self):
         for n in self.real.values():
             n.stop()
+        if self.brokers is not None:
+            self.brokers.close()
         for proc in self.collectors:
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)
@@ -237,20 +299,34 @@ def test_a_paused_collector_that_lost_its_lease_writes_and_acks_nothing(cluster)
 
 
 def test_a_broker_node_stopped_loses_nothing_and_pubacks_go_on(cluster):
-    """Stop one of the three NATS nodes mid-stream: its plugs and collectors move to the
-    others' gateways; PUBACKs never stop (the stream keeps its quorum: R3), every plug drains;
-    the node started again rejoins."""
+    """Stop one of the three NATS nodes mid-stream, the one the real-firmware plugs are on
+    (the first gateway of their list): they and the light plugs and collectors on it move to
+    the others' gateways; the real plugs go on publishing (readings made after the stop are
+    stored while the node is down; every slot once: the last test); PUBACKs never stop (the
+    stream keeps its quorum: R3), every plug drains; the node started again rejoins."""
+    stopped = "127.0.0.1:%d" % cluster.nats.mqtt_ports[STOPPED]
+    for node in REAL:
+        assert cluster.gateways(node)[0] == stopped
+        wait_until("%s on the first gateway of its list, %s" % (node, stopped),
+                   lambda: cluster.brokers.now(node) == stopped, 60)
     plugs = light_round(cluster, aligned_past(3 * 3600), readings=120, step_s=0.3)
     during(plugs, cluster, 2)
-    samples = []  # (monotonic s, PUBACKs so far) while the node is down
+    samples = []  # (monotonic s, PUBACKs so far) in the first 8 s the node is down
 
     def sample():
         samples.append((time.monotonic(), plugs.pubacks()))
-    cluster.nats.stop(2)
+    cluster.nats.stop(STOPPED)
+    stopped_at = time.time()
     try:
         during(plugs, cluster, 8, check=sample)
+        for node in REAL:
+            wait_until("%s on another node's gateway" % node,
+                       lambda: cluster.brokers.now(node) not in (None, stopped), 60)
+            assert cluster.brokers.now(node) in cluster.gateways(node)
+            wait_until("%s's readings made since the stop stored while the node is down"
+                       % node, lambda: cluster.stored_since(node, stopped_at), 90)
     finally:
-        cluster.nats.start(2)
+        cluster.nats.start(STOPPED)
     drained(cluster, plugs)
     stalls = [t1 - t0 for (t0, n0), (t1, n1) in zip(samples, samples[1:]) if n1 == n0]
     assert samples[-1][1] > samples[0][1], "no PUBACK while a node was down"

@@ -9,9 +9,10 @@ the plugs' logins and permissions), the three nats-server nodes from the files i
 own; run by root, as the user postgres), the collectors (`wattlog collect` with a [cluster]
 table, each serving the HTTP API and the dashboard on a port of its own: any one shows every
 plug, as they share the database), then the plugs: --real plugs running the real firmware
-(tools/simnode, replaying the last 2 h at full speed, then in real time) and --light light
-CPython plugs (lightplug.py: wattnode.wire's batches, one every 30 s of three 10 s readings;
---batch-s 10: one reading every 10 s, each acked at the next commit).
+(tools/simnode, with the config.json provision wrote them: the three gateways, tried in turn;
+replaying the last 2 h at full speed, then in real time) and --light light CPython plugs
+(lightplug.py: wattnode.wire's batches, one every 30 s of three 10 s readings; --batch-s 10:
+one reading every 10 s, each acked at the next commit).
 
 It prints each dashboard's address ("dashboard: http://..."), a status line a minute, and
 runs until Ctrl-C (or SIGTERM); then it stops, a line each, the plugs, the collectors (each
@@ -135,12 +136,14 @@ def main(argv=None):
                                                os.path.join(work, "c<i>.log")), flush=True)
         start = int(time.time()) // 10 * 10
         for i, node in enumerate(real):
+            config = os.path.join(auth, "nodes", node, "config.json")
+            with open(config) as f:  # every gateway, as provision wrote it: tried in turn
+                gateways = ",".join(json.load(f)["broker"]["host"])
             simnodes.append(spawn(
-                [os.path.join(REPO, "tools", "simnode"), "--id", node, "--broker",
-                 "127.0.0.1:%d" % nats.mqtt_ports[i % 3], "--node-config",
-                 os.path.join(auth, "nodes", node, "config.json"), "--profile",
-                 PROFILES[i % len(PROFILES)], "--speed", "max", "--start", str(start - 7200),
-                 "--then-realtime"], os.path.join(work, "%s.log" % node)))
+                [os.path.join(REPO, "tools", "simnode"), "--id", node, "--broker", gateways,
+                 "--node-config", config, "--profile", PROFILES[i % len(PROFILES)], "--speed",
+                 "max", "--start", str(start - 7200), "--then-realtime"],
+                os.path.join(work, "%s.log" % node)))
         lights = LightPlugs(creds, light, nats.mqtt_ports, start - 30, readings=10 ** 7,
                             batch=args.batch_s // 10, step_s=args.batch_s).start() \
             if light else None

@@ -34,7 +34,8 @@ Tables (schema made here, idempotently, by the first store that connects):
   wl_meta      last_commit: when the last commit was made (unix s)
 
 A commit is one transaction: readings (COPY into a staging table, then one INSERT ... ON
-CONFLICT), the nodes' grid and state; only after it returns does writer.py publish the acks.
+CONFLICT), the nodes' grid and state (the states that changed in one UPDATE, not a statement
+a plug); only after it returns does writer.py publish the acks.
 A database that cannot be reached fails the commit with StoreUnavailable (an OSError): the
 readings stay pending and the commit is tried again, as a full disk is for the files.
 Connections: the writer's own; each reading thread (the HTTP side's) one of its own.
@@ -279,6 +280,8 @@ class PgCommitter:
         self.commit_s = 0.0
         self.recovered = False
         self._grid = {}   # node -> (id, interval): a plug's slot length never changes
+        self._unknown = set()  # nodes the database did not hold at the last look (a plug's
+                               # first batches: not a query each until the commit makes it)
         self._saved = {}  # node -> the state last written: only changes are written
 
     @property
@@ -369,12 +372,14 @@ class PgCommitter:
         own then; the commit maps it onto the node's grid)."""
         import psycopg
         grid = self._grid.get(node)
-        if grid is None:
+        if grid is None and node not in self._unknown:
             try:
                 grid = self._load_grid(node)
                 self.conn.rollback()
             except (psycopg.Error, StoreUnavailable):
                 return None
+            if grid is None:  # asked again after the next commit, which may make it
+                self._unknown.add(node)
         return grid[1] if grid else None
 
     def recover(self, acks):
@@ -423,9 +428,10 @@ class PgCommitter:
                                 "max(slot) AS hi FROM wl_stage GROUP BY node_id) s WHERE n.id = "
                                 "s.node_id")
                     changed = self._changed(nodes or {})
-                    for node, text in changed.items():
-                        cur.execute("UPDATE wl_nodes SET state = %s WHERE node = %s",
-                                    (text, node))
+                    if changed:  # one statement for them all, not a round trip a plug
+                        cur.execute("UPDATE wl_nodes n SET state = s.state FROM unnest("
+                                    "%s::text[], %s::jsonb[]) AS s (node, state) WHERE n.node "
+                                    "= s.node", (list(changed), list(changed.values())))
                     generation = cur.execute("SELECT nextval('wl_commits')").fetchone()[0]
                     cur.execute("INSERT INTO wl_meta VALUES ('last_commit', %s) ON CONFLICT "
                                 "(key) DO UPDATE SET value = EXCLUDED.value",
@@ -436,6 +442,7 @@ class PgCommitter:
             raise kind("the database %s did not take the commit (%s)"
                        % (self.dsn, str(e).strip().splitlines()[0])) from None
         self._saved.update(changed)
+        self._unknown.clear()
         self.nodes = dict(nodes) if nodes is not None else self.nodes
         self.generation = generation
         self.commits += 1
@@ -462,15 +469,13 @@ class PgCommitter:
             times = next(iter(channels.values()))[0]
             node_id, iv = self._grid_for(node, int(times.min()), intervals[node])
             feeds += len(channels)
-            for channel, (t, v) in channels.items():
-                channels[channel] = (t // iv, v)
-            slots = channels[next(iter(channels))][0]
-            for i in range(len(slots)):
-                row = [node_id, int(slots[i])]
-                for c in CHANNELS:
-                    x = channels[c][1][i] if c in channels else np.nan
-                    row.append(None if x != x else float(np.float32(x)))
-                rows.append(row)
+            # the channels side by side as the float32 the columns hold (NaN: no reading)
+            table = np.full((len(times), len(CHANNELS)), np.nan, dtype=np.float32)
+            for i, c in enumerate(CHANNELS):
+                if c in channels:
+                    table[:, i] = channels[c][1]
+            for slot, values in zip((times // iv).tolist(), table.astype(np.float64).tolist()):
+                rows.append([node_id, slot] + [None if x != x else x for x in values])
         return rows, feeds
 
     def _grid_for(self, node, first_t, interval):
