@@ -452,10 +452,16 @@ class Node:
         """An update's reboot request: a clean reboot, early in a slot (run())."""
         self.reboot_reason = reason
 
+    def _first(self):
+        """This boot's first slot: the sampler's first record once there is one (a held start
+        rounds the time since boot its own way: _begin's estimate could be a slot later)."""
+        f = self.sampler.first_slot
+        return f if f >= 0 else self._first_slot
+
     def _slots(self):
         """(the collector's newest slot of this plug, unix s: 0 none, None not heard yet;
         this boot's first slot, unix s, or None): what a rollback's report counts by."""
-        return self.stored_to_s, _unix(self._first_slot)
+        return self.stored_to_s, _unix(self._first())
 
     def announce(self):
         """Home Assistant discovery (discovery.py), retained, and the node's status on its log
@@ -531,7 +537,7 @@ class Node:
             "node": self.node_id, "board": self.board_name, "chip": self.chip,
             "boot": self.boot, "interval_s": s.interval_s, "uptime_s": self.uptime_s(),
             "time": _unix(now), "time_from": self.keeper.source,
-            "first_slot": _unix(self._first_slot), "last_slot": _unix(s.last_slot),
+            "first_slot": _unix(self._first()), "last_slot": _unix(s.last_slot),
             "power_w": power_w, "voltage_v": voltage_v, "current_a": current_a,
             "energy_wh": s.energy_wh, "energy_from": energy.source,
             "energy_settled": energy.settled, "flash_writes": energy.writes,

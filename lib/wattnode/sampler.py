@@ -67,6 +67,7 @@ class Sampler:
         self._from_ticks = 0
         self.slot_end = 0
         self.last_slot = -1  # the last closed slot's start and values, for the state topic
+        self.first_slot = -1  # the first slot appended
         self.power_dw = wire.POWER_MISSING
         self.voltage_cv = wire.U16_MISSING
         self.current_ma = wire.U16_MISSING
@@ -117,6 +118,8 @@ class Sampler:
         self.power_dw = power_dw
         self.voltage_cv = voltage_cv
         self.current_ma = current_ma
+        if self.first_slot < 0:
+            self.first_slot = first
         t = first
         while t <= last_start:
             self.ring.append(t, power_dw, energy_wh, voltage_cv, current_ma)
