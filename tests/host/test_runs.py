@@ -42,11 +42,12 @@ def store_at(data):
     return store
 
 
-def feed(store, runs, plugs, start, end, missing=0.01, seed=1, out=None):
+def feed(store, runs, plugs, start, end, missing=0.01, seed=1, out=None, lost=None):
     """Each plug's readings of [start, end), an hour at a time, the runs part ticked after
-    each hour and the store committed every 6 h; what the part published, in `out`. Each
-    hour's noise and lost slots are drawn for the whole hour, so the readings are the same
-    however the span is cut."""
+    each hour and the store committed every 6 h; what the part published, in `out`, and the
+    times of each plug's lost slots, in `lost` ({node: set}). Each hour's noise and lost
+    slots are drawn for the whole hour, so the readings are the same however the span is
+    cut."""
     a = start
     while a < end:
         hour = a - a % 3600
@@ -55,6 +56,8 @@ def feed(store, runs, plugs, start, end, missing=0.01, seed=1, out=None):
             w = slots_w(spec, hour, hour + 3600, np.random.default_rng((seed, k, hour)),
                         missing)[(a - hour) // IV:(b - hour) // IV]
             send(store, node, a, w, (a - D0) // IV, take=runs.take)
+            if lost is not None:
+                lost.setdefault(node, set()).update(a + IV * np.flatnonzero(np.isnan(w)))
         tick(runs, out)
         if b % (6 * 3600) == 0:
             store.commit()
@@ -71,16 +74,30 @@ def tick(runs, out=None):
             return
 
 
-def matched(found, want):
+def matched(found, want, spec=None, lost=()):
     """Found runs against the truth, both after the learning hours: (missing, extra, worst
-    start error s, worst end error s, worst kWh error as a share)."""
+    start error s, worst end error s, worst kWh error as a share of 1 %).
+
+    The kWh error of a run is measured against 1 % of its truth plus what no meter reading
+    tells: a slot lost at one of its edges (the slot just before or after its start or its
+    end, `lost`) may have held anything from standby to the run's peak (a fridge's start is
+    its inrush), and measure.py counts half the edge slot for it; so each such slot adds one
+    slot at the run's true peak power (`spec`'s noiseless slots) to what the run may be off
+    by. On a fridge's 72-slot cycle that slot alone is up to 2 %."""
     found = [r for r in found if r["start"] >= D0 + LEARN_S]
     want = [r for r in want if r[0] >= D0 + LEARN_S]
     if len(found) != len(want):
         return [(a, b) for a, b, _ in want], [(r["start"], r["end"]) for r in found], None, None, None
     starts = max((abs(r["start"] - a) for r, (a, _, _) in zip(found, want)), default=0)
     ends = max((abs(r["end"] - b) for r, (_, b, _) in zip(found, want)), default=0)
-    kwh = max((abs(r["kwh"] - k) / k for r, (_, _, k) in zip(found, want)), default=0)
+
+    def allowed_kwh(a, b, k):
+        edges = len({a - IV, a, b - IV, b}.intersection(lost))
+        peak_w = float(np.max(slots_w(spec, a, b))) if edges else 0.0
+        return 0.01 * k + edges * peak_w * IV / 3.6e6
+
+    kwh = max((abs(r["kwh"] - k) / allowed_kwh(a, b, k) * 0.01
+               for r, (a, b, k) in zip(found, want)), default=0)
     return [], [], starts, ends, kwh
 
 
@@ -90,22 +107,25 @@ def three_days(tmp_path_factory):
     store = store_at(data)
     runs = part(store, str(data), {"events": True, **EVER}, Tariff(price=0.30))
     said = []
-    feed(store, runs, PLUGS, D0, D0 + DAYS * 86400, out=said)
+    lost = {}
+    feed(store, runs, PLUGS, D0, D0 + DAYS * 86400, out=said, lost=lost)
     store.commit()
-    yield store, runs, data, said
+    yield store, runs, data, said, lost
     store.close()
 
 
 @pytest.mark.parametrize("node", ["washer", "dishwasher", "fridge", "heatpump", "tv"])
 def test_the_runs_found_are_the_runs_made(three_days, node):
     """With 1 % noise and 1 % of the slots lost: every run the appliance made is found and
-    no other, its start and end within one slot of the truth and its kWh within 1 %: the
+    no other, its start and end within one slot of the truth and its kWh within 1 % (and
+    what a slot lost at its edge may have held: matched()'s docstring): the
     washer's soak and pauses and the dishwasher's still drying do not split a run, the
     fridge's door light is no run and each defrost's heater and recovery are runs of their
     own."""
-    store, runs, _, _ = three_days
+    store, runs, _, _, lost = three_days
     want = truth_runs(PLUGS[node], D0, D0 + DAYS * 86400)
-    missing, extra, starts, ends, kwh = matched(runs.finished[node], want)
+    missing, extra, starts, ends, kwh = matched(runs.finished[node], want, PLUGS[node],
+                                                lost[node])
     assert not missing and not extra, (missing, extra)
     assert starts <= IV and ends <= IV and kwh < 0.01, (starts, ends, kwh)
     assert len(want) >= {"fridge": 100, "heatpump": 40}.get(node, 3)
@@ -114,7 +134,7 @@ def test_the_runs_found_are_the_runs_made(three_days, node):
 def test_no_run_on_standby_noise(three_days):
     """A plug that only ever stands by (2 W with its meter's noise) has no runs, and says it
     has seen no working level."""
-    _, runs, _, _ = three_days
+    _, runs, _, _, _ = three_days
     assert runs.finished.get("idle", []) == []
     assert "no working level" in runs.learned("idle")["said"]
 
@@ -134,7 +154,7 @@ def test_no_run_when_a_relay_switches_a_standby_off_and_on(tmp_path):
 
 def test_a_pause_inside_a_wash_does_not_split_it(three_days):
     """Each wash holds its 6 min soak, below the run's stop level, and is one run."""
-    store, runs, _, _ = three_days
+    store, runs, _, _, _ = three_days
     stop_w = runs.learned("washer")["thresholds"]["stop_w"]
     entry = store.lookup("washer/power")
     grid = store.feed(entry)
@@ -148,7 +168,7 @@ def test_a_pause_inside_a_wash_does_not_split_it(three_days):
 
 def test_what_was_learned_is_said(three_days):
     """Each plug's levels, in words: the washer's standby under 1 W, the fridge cycling."""
-    _, runs, _, _ = three_days
+    _, runs, _, _, _ = three_days
     said = runs.learned("fridge")["said"]
     assert said.startswith("fridge (other): standby 2") and "cycling" in said, said
     assert "ends after 3 min" in said
@@ -158,7 +178,7 @@ def test_what_was_learned_is_said(three_days):
 def test_each_event_once_with_its_run(three_days):
     """run_started and run_finished once per run, the finished one with the run's kWh and
     cost as logged; the run state retained."""
-    _, runs, _, said = three_days
+    _, runs, _, said, _ = three_days
     events = [json.loads(p) for t, p, r in said if t == "wattlog/washer/event"]
     assert not any(r for t, p, r in said if t.endswith("/event"))
     started = [e["start"] for e in events if e["event"] == "run_started"]
@@ -175,7 +195,7 @@ def test_each_event_once_with_its_run(three_days):
 def test_rebuild_finds_what_the_live_part_found(three_days, tmp_path):
     """`wattlog rebuild` reads the feeds from their first slot and finds the same runs, with
     the same kWh, as the part did while the readings came (the pending ones included)."""
-    store, runs, data, _ = three_days
+    store, runs, data, _, _ = three_days
     found = rebuild(open_reader(str(data)), str(tmp_path), {}, Tariff(price=0.30))
     again = part(store_at(tmp_path / "other"), str(tmp_path))
     for node in ("washer", "fridge", "tv"):
@@ -319,7 +339,7 @@ def test_wattlog_runs_prints_each_run_as_every_view_shows_it(three_days, capsys)
     """`wattlog runs washer` says what was learned, then a row per run with the cells the API
     gives (kWh to 3 decimals, cost to 2), and the total; --json is /api/runs' answer."""
     from wattlog import cli
-    store, runs, data, _ = three_days
+    store, runs, data, _, _ = three_days
     store.commit()
     runs.save()  # as the collector does every summary interval and when it stops
     cli.main(["runs", "washer", "--data", str(data)])
@@ -340,7 +360,7 @@ def test_wattlog_runs_prints_each_run_as_every_view_shows_it(three_days, capsys)
 
 def test_wattlog_runs_errors_are_one_line(three_days, capsys):
     from wattlog import cli
-    _, _, data, _ = three_days
+    _, _, data, _, _ = three_days
     for argv, words in ((["runs", "kettle"], "no runs of a plug 'kettle'"),
                         (["runs", "--since", "tomorrow"], "--since")):
         with pytest.raises(SystemExit) as e:
