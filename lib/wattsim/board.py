@@ -10,6 +10,9 @@ sim.json in the flash folder (tools/simnode writes it), or from the `sim` argume
   start, speed, then_realtime   the clock (clock.py): unix seconds; N or "max"
   faults         the simulated chip's faults (chips.FAULTS)
   crash_after_s  the loop raises after that much node time, to exercise crash handling
+  ack_patience_s how long a free-running clock waits for a silent collector's ack before it
+                 takes the collector for away and runs on into the spill (clock.py; default
+                 ACK_PATIENCE_MS): shorter for a test whose collector is away on purpose
   rssi_dbm       the Wi-Fi signal the plug reports (default -60 dBm; null: it cannot say)
   wifi           the simulated Wi-Fi: the SSIDs in range (["home"]); the plug joins only
                  when its config.json names one of them, as a plug's radio does (and says at
@@ -47,7 +50,7 @@ import sys
 from binascii import unhexlify
 
 from wattnode import wire
-from wattsim.clock import SimClock
+from wattsim.clock import ACK_PATIENCE_MS, SimClock
 
 RESET_EXIT = 3  # the process's exit status for "reset me" (tools/simnode, tools/fakeboard)
 RTC_BYTES = 2048  # machine.RTC().memory() on an ESP32 (MICROPY_HW_RTC_USER_MEM_MAX)
@@ -195,7 +198,8 @@ class Board:
         self.profile = sim.get("profile", "constant")
         self.clock = SimClock(sim.get("start"), sim.get("speed", 1),
                               sim.get("then_realtime", False), sim.get("crash_after_s"),
-                              "ntp_after_s" in sim)
+                              "ntp_after_s" in sim,
+                              sim.get("ack_patience_s", ACK_PATIENCE_MS // 1000) * 1000)
         self._ntp_ms = None
         if "ntp_after_s" in sim:  # the RTC starts unset; NTP answers after that much time
             self._ntp_ms = self.clock.time_ms() + sim["ntp_after_s"] * 1000

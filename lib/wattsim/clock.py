@@ -17,9 +17,10 @@ seconds, in the past):
                    collector's ack node time holds (sleeping HOLD_MS a wait), as a collector
                    that commits every few seconds would otherwise see hours of readings pile
                    up between two commits and go to the flash spill (or be dropped) - unless
-                   the collector has acknowledged nothing for ACK_PATIENCE_MS of real time:
-                   then it is away (an outage), and node time runs on into the spill. For
-                   tests that end on a condition.
+                   the collector has acknowledged nothing for ack_patience_ms of real time
+                   (ACK_PATIENCE_MS unless sim.json's ack_patience_s says): then it is away
+                   (an outage), and node time runs on into the spill. For tests that end on
+                   a condition.
 When node time reaches the present the run ends - RunEnded, a KeyboardInterrupt, so it ends as
 Ctrl-C ends tools/simnode's run: the node sends what it holds first (start.stopped) - or, with
 then_realtime, carries on at real speed. Either way it says so once on standard output
@@ -62,7 +63,7 @@ def _wall_s():
 
 class SimClock:
     def __init__(self, start_unix=None, speed=1, then_realtime=False, crash_after_s=None,
-                 unset=False):
+                 unset=False, ack_patience_ms=ACK_PATIENCE_MS):
         now = _wall_s()
         self.start_s = int(now) if start_unix is None else int(start_unix) - wire.EPOCH_UNIX
         self._ms = int((now - self.start_s) * 1000) if start_unix is None else 0
@@ -77,6 +78,7 @@ class SimClock:
         self._rtc_s = UNSET_RTC_S - self.start_s if unset else 0
         self.watchdog = None  # the plug's SimWatchdog, once armed: checked as time moves on
         self._acks = [-1, time.ticks_ms()]  # when the node last heard an ack (real ticks)
+        self._patience_ms = ack_patience_ms
         self.ended = False    # the run has reached the present and ended (RunEnded)
         self._anchor()
         if then_realtime and not past:
@@ -125,7 +127,7 @@ class SimClock:
             target = self._ms + poll_ms
         if target <= self._ms:
             return
-        world = _waiting_for_the_world(self._acks) if self.free else _PACE
+        world = _waiting_for_the_world(self._acks, self._patience_ms) if self.free else _PACE
         if world == _HOLD:
             time.sleep_ms(HOLD_MS if HOLD_MS < max_ms else max_ms)
             self._anchor()
@@ -166,11 +168,11 @@ _PACE = 1
 _HOLD = 2
 
 
-def _waiting_for_the_world(acks):
+def _waiting_for_the_world(acks, patience_ms):
     """What a free-running clock does for the running node (start.node, the node that
     firmware/main.py runs, as the REPL helpers find it): _PACE while its link is down or its
     energy total unsettled, _HOLD while all but an eighth of its RAM ring awaits the
-    collector's ack and the collector acknowledged something in the last ACK_PATIENCE_MS,
+    collector's ack and the collector acknowledged something in the last patience_ms,
     else _NONE. acks: the clock's [the node's ack count when it last changed, real ticks
     then], kept up to date here."""
     node = start.node
@@ -183,6 +185,6 @@ def _waiting_for_the_world(acks):
         return _PACE
     ring = node.ring
     if ring.in_ram() + ring.capacity // 8 < ring.capacity or \
-            time.ticks_diff(now, acks[1]) >= ACK_PATIENCE_MS:
+            time.ticks_diff(now, acks[1]) >= patience_ms:
         return _NONE
     return _HOLD

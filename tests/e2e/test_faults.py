@@ -250,6 +250,7 @@ def test_an_outage_longer_than_ring_and_spill(broker, collectors, simnodes, tmp_
 # -- outages of days: free-running plugs, the flash spill --------------------------------------
 
 WEEK_S = 7 * 86400
+PATIENCE_S = 3  # the collector is away on purpose: no need to wait wattsim's 30 s to tell
 
 
 def spill_files(flash):
@@ -272,25 +273,36 @@ class FileRTC:
         raise AssertionError("a test only reads a plug's RTC memory")
 
 
+def spilled_newest(flash):
+    """The newest slot (unix s) in the plug's newest spill file's sound segments, or None: how
+    far a plug whose collector is away has got, read off its flash as it writes (a segment
+    being written fails its check and is not read)."""
+    files = spill_files(flash)
+    if not files:
+        return None
+    seg = bytearray(spill.SEGMENT_HEADER + spill.SEGMENT_RECORDS * 16)
+    newest = None
+    with open(files[-1], "rb") as f:
+        pos = 0
+        while True:
+            n, _, sound = spill.read_segment(f, pos, seg)
+            if not sound:
+                break
+            newest = struct.unpack_from("<I", seg, 16 * n)[0] + wire.EPOCH_UNIX
+            pos += 16 + 16 * n
+    return newest
+
+
 def held_at_a_stop(flash):
     """What a stopped plug held: (its newest slot, unix s; the readings RTC memory alone
     held, which a power cut takes)."""
     keep = Keep(FileRTC(flash / ".rtc-memory"))
     _, count = keep.restore()
     buf, off = keep.records()
-    newest = [struct.unpack_from("<I", buf, off + 16 * (count - 1))[0]] if count else []
-    files = spill_files(flash)
-    if files:
-        seg = bytearray(spill.SEGMENT_HEADER + spill.SEGMENT_RECORDS * 16)
-        with open(files[-1], "rb") as f:
-            pos = 0
-            while True:
-                n, _, sound = spill.read_segment(f, pos, seg)
-                if not sound:
-                    break
-                newest.append(struct.unpack_from("<I", seg, 16 * n)[0])
-                pos += 16 + 16 * n
-    return max(newest) + wire.EPOCH_UNIX, count
+    newest = [struct.unpack_from("<I", buf, off + 16 * (count - 1))[0] + wire.EPOCH_UNIX] \
+        if count else []
+    on_flash = spilled_newest(flash)
+    return max(newest + ([on_flash] if on_flash is not None else [])), count
 
 
 def tear_the_newest_segment(flash):
@@ -330,42 +342,49 @@ def all_stored(data, node, first, until, lost=()):
 
 def outage(broker, collectors, simnodes, data, flash, node, days, ahead_h, cut=False):
     """A free-running plug from `days` + ahead_h hours ago, its collector up until the plug's
-    first readings are on disk, then down until the plug's state says `days` more of node
-    time have passed (and then, with cut, the plug killed at once: SIGKILL): (the plug, its
-    start, the node time the collector last stored, the node time then)."""
+    first readings are on disk, then down until the plug's flash holds `days` more of node
+    time (and then, with cut, the plug killed at once: SIGKILL): (the plug, its start, the
+    node time the collector last stored, the node time then). The flash says how far the plug
+    has got, not its state: a state is said at most once a second of real time, which may be
+    hours of node time. Before it is down the plug runs ahead of what is stored by up to its
+    RAM ring (5.7 h), held there by wattsim.clock; once it is down the plug's clock waits
+    PATIENCE_S of real time for an ack before it takes the collector for away."""
     start = aligned_past(int(days * 86400) + ahead_h * 3600)
     c = collectors(broker.url, data, commit_interval=5)
     c.wait_for("listening on")
-    watch = Recorder(broker, "wattlog/%s/state" % node, name=node + "-watch")
-    try:
-        plug = simnodes(broker.port, node, "--profile", "constant:500", "--speed", "max",
-                        "--start", start, "--then-realtime", "--flash", flash)
-        wait_until("the first readings stored", lambda: stored_yet(data, node), 60)
-        c.kill()
-        down = max(stored(data, node))
-        wait_until("%s days of node time without the collector" % days,
-                   lambda: watch.states(node) and
-                   watch.states(node)[-1]["time"] >= down + days * 86400, 300)
-        up = watch.states(node)[-1]["time"]
-        if cut:
-            os.kill(plug.firmware_pid(), signal.SIGKILL)
-            plug.proc.wait(30)
-    finally:
-        watch.close()
-    return plug, start, down, up
+    plug = simnodes(broker.port, node, "--profile", "constant:500", "--speed", "max",
+                    "--start", start, "--then-realtime", "--flash", flash,
+                    "--ack-patience", PATIENCE_S)
+    wait_until("the first readings stored", lambda: stored_yet(data, node), 60)
+    c.kill()
+    down = max(stored(data, node))
+    wait_until("%s days of node time without the collector on the flash" % days,
+               lambda: (spilled_newest(flash) or 0) >= down + days * 86400, 300)
+    if cut:
+        os.kill(plug.firmware_pid(), signal.SIGKILL)
+        plug.proc.wait(30)
+    return plug, start, down, spilled_newest(flash)
 
 
-def back(broker, collectors, data, node, first, lost=(), plug=None):
+def back(broker, collectors, data, node, first, held, lost=(), plug=None):
     """The collector back (then `plug` started, if given): every slot from first on that the
-    plug has made (it runs in real time by now) is stored, but `lost`; the collector."""
+    plug has made is stored, but `lost`, up to a state the plug says after its slot `held`
+    (the newest it held when the collector came back: the state the broker retains may be
+    far older, said before the outage raced); the collector."""
     c = collectors(broker.url, data, commit_interval=5)
     c.wait_for("listening on")
     watch = Recorder(broker, "wattlog/%s/state" % node, name=node + "-back")
+
+    def caught_up():
+        states = watch.states(node)
+        if not states or states[-1]["time"] <= held:
+            return False
+        return all_stored(data, node, first, states[-1]["time"] - 60, lost)
+
     try:
         if plug is not None:
             plug = plug()
-        wait_until("every reading of the outage stored", lambda: watch.states(node) and all_stored(
-            data, node, first, watch.states(node)[-1]["time"] - 60, lost), 400)
+        wait_until("every reading of the outage stored", caught_up, 400)
     finally:
         watch.close()
     return c, plug
@@ -380,7 +399,7 @@ def test_the_collector_down_for_a_week(broker, collectors, simnodes, tmp_path):
     began = time.monotonic()
     data, flash = tmp_path / "data", tmp_path / "flash"
     plug, start, down, up = outage(broker, collectors, simnodes, data, flash, "week", 7, 4)
-    c, _ = back(broker, collectors, data, "week", start)
+    c, _ = back(broker, collectors, data, "week", start, up)
     plug.stop()
     assert c.stop() == 0
     s = summaries(plug.output)[-1]
@@ -396,12 +415,12 @@ def test_a_power_cut_during_a_long_outage(broker, collectors, simnodes, tmp_path
     a segment's worth (126 slots, 21 min at 10 s) - and every other one is stored."""
     began = time.monotonic()
     data, flash = tmp_path / "data", tmp_path / "flash"
-    start = outage(broker, collectors, simnodes, data, flash, "cut", 1, 48, cut=True)[1]
+    start = outage(broker, collectors, simnodes, data, flash, "cut", 1, 12, cut=True)[1]
     newest, in_rtc = held_at_a_stop(flash)  # the power cut: RTC memory goes below
     again_at = newest + 600
     assert again_at < time.time() - 3600  # it was cut before it reached the present
     at_risk = set(range(newest - (in_rtc - 1) * INTERVAL, newest + INTERVAL, INTERVAL))
-    c, plug2 = back(broker, collectors, data, "cut", start, at_risk | set(
+    c, plug2 = back(broker, collectors, data, "cut", start, again_at, at_risk | set(
         range(newest + INTERVAL, again_at, INTERVAL)), lambda: simnodes(
         broker.port, "cut", "--profile", "constant:500", "--speed", "max", "--start", again_at,
         "--then-realtime", "--flash", flash, "--power-cut"))
@@ -426,11 +445,11 @@ def test_a_torn_segment(broker, collectors, simnodes, tmp_path):
     the torn segment, which the plug counts (spill_torn) and says."""
     began = time.monotonic()
     data, flash = tmp_path / "data", tmp_path / "flash"
-    start = outage(broker, collectors, simnodes, data, flash, "torn", 0.5, 48, cut=True)[1]
+    start = outage(broker, collectors, simnodes, data, flash, "torn", 0.5, 12, cut=True)[1]
     newest, _ = held_at_a_stop(flash)
     torn = tear_the_newest_segment(flash)
     again_at = newest + INTERVAL
-    c, plug2 = back(broker, collectors, data, "torn", start, torn, lambda: simnodes(
+    c, plug2 = back(broker, collectors, data, "torn", start, again_at, torn, lambda: simnodes(
         broker.port, "torn", "--profile", "constant:500", "--speed", "max", "--start",
         again_at, "--then-realtime", "--flash", flash))
     plug2.stop()

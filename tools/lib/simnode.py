@@ -187,6 +187,9 @@ def parser():
                         "the collector (use without --start: the collector's clock is real)")
     p.add_argument("--crash-after", type=int, metavar="S",
                    help="make the node's loop raise after S seconds of node time (crash handling)")
+    p.add_argument("--ack-patience", type=int, metavar="S",
+                   help="under --speed max, how long the clock waits for a silent collector's "
+                        "ack before it takes it for away and runs on into the spill (default 30)")
     p.add_argument("--config", default={}, type=json_object,
                    help="JSON merged into config.json as it is, unchecked (to test bad configs)")
     p.add_argument("--mpy", action="store_true",
@@ -237,7 +240,8 @@ def write_flash(flash, args):
            "then_realtime": args.then_realtime}
     if args.batch_max:
         cfg["batch_max"] = args.batch_max
-    for flag, key in (("crash_after", "crash_after_s"), ("ntp_after", "ntp_after_s"),
+    for flag, key in (("crash_after", "crash_after_s"), ("ack_patience", "ack_patience_s"),
+                      ("ntp_after", "ntp_after_s"),
                       ("faults", "faults"), ("rssi", "rssi_dbm"), ("wifi", "wifi")):
         if getattr(args, flag) is not None:  # given: the simulator's setting
             sim[key] = getattr(args, flag)
