@@ -43,6 +43,7 @@ class Updater:
         self.f = 0            # the file being received
         self.off = 0          # bytes of it on the flash
         self.h = None         # its running sha256
+        self.part = None      # its path on the flash while it is received (.part)
         self.done = 0         # bytes of the whole set on the flash
         self.asked_ms = 0
         self.asked = False
@@ -100,13 +101,14 @@ class Updater:
         if n > CHUNK or off + n > size:
             self.refuse(self.m, "a chunk of %s runs past its %d bytes" % (name, size))
             return
+        data = msg[_HDR:]  # msg is a memoryview of the chunks' buffer: one small object
         try:
-            with open(STAGE + "/" + name + ".part", "ab") as f:
-                f.write(memoryview(msg)[_HDR:])
+            with open(self.part, "ab") as f:  # its path made once a file, not a chunk
+                f.write(data)
         except OSError as e:
             self.refuse(self.m, "cannot write %s (%r)" % (name, e))
             return
-        self.h.update(memoryview(msg)[_HDR:])
+        self.h.update(data)
         self.off += n
         self.done += n
         self.moved_ms = time.ticks_ms()
@@ -124,7 +126,8 @@ class Updater:
         makedirs(STAGE + "/" + name.rsplit("/", 1)[0])
         self.h = sha256()
         self.off = 0
-        with open(STAGE + "/" + name + ".part", "wb"):
+        self.part = STAGE + "/" + name + ".part"
+        with open(self.part, "wb"):
             pass
         if entry[1] == 0:  # nothing to ask for: check and move on at once
             self._file_done()
@@ -136,7 +139,7 @@ class Updater:
         if self.h.digest() != entry[2]:
             self.refuse(self.m, "%s does not match its sha256 in the manifest" % name)
             return
-        os.rename(STAGE + "/" + name + ".part", STAGE + "/" + name)
+        os.rename(self.part, STAGE + "/" + name)
         self.f += 1
         if self.f == len(self.m["sizes"]):
             self._switch()
@@ -155,8 +158,9 @@ class Updater:
                 self.done += size
                 continue
             self.f = i
+            self.part = STAGE + "/" + name + ".part"
             try:
-                self.h, self.off = _hash(STAGE + "/" + name + ".part", self.buf)
+                self.h, self.off = _hash(self.part, self.buf)
             except OSError:
                 self._start_file()
             if self.off > size:
