@@ -1,6 +1,8 @@
 """cluster.py - a collector of a cluster (README "Past one Pi"): readings from a NATS JetStream
 cluster's partitions into the shared PostgreSQL, acks to the plugs (live over NATS, retained
 through the MQTT gateway). Any number run side by side; any one may die.
+(About 430 lines, one concern: a cluster collector's loop, its leases and its acks; the parts it
+shares with the single Pi's collector, the store and the HTTP side, are service.py's.)
 
     plugs --MQTT--> NATS (3 nodes): wattlog.<node>.readings mapped to wlpart.<p>.<...>
             collectors: each owns a fair share of the P partitions, by lease

@@ -1,5 +1,5 @@
 """collector.py - the collector service: readings in over MQTT, PHPFina feeds out, delayed commits.
-(About 400 lines, one concern: the one thread's loop and the MQTT callbacks it runs, which
+(About 450 lines, one concern: the one thread's loop and the MQTT callbacks it runs, which
 share that thread's state: connected, back-off, the start-up marker, what is held back.)
 
 One thread drives paho's network loop (client.loop), the ingest and the commits, so they never

@@ -1,5 +1,5 @@
 """settings.py - the collector's one config file (/etc/wattlog/wattlog.toml), read and checked.
-(About 350 lines: one table of keys, each with its check and its words.)
+(About 430 lines: one table of keys, each with its check and its words.)
 
     s = load("/etc/wattlog/wattlog.toml")   # a frozen Settings; SettingsError: one line
     s = Settings()                          # no file: every default

@@ -1,5 +1,7 @@
 """link.py - the node's MQTT link: store and forward over mqtt.py's client; the only place that
 (re)connects.
+(About 470 lines, one concern: store and forward over one connection, with its acks, resends,
+broker list and back-off; the node's loop reaches the network only through it.)
 
 Topics under <base>/<node>/: status (retained "online"; the broker publishes the retained
 last will "offline" when the node vanishes), state (retained JSON after each slot), readings

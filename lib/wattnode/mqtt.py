@@ -1,6 +1,9 @@
 """mqtt.py - the node's MQTT client: umqtt.simple's MQTTClient, subclassed where a plug's single
 loop needs more, as micropython-lib's own umqtt.robust extends it. Nothing in umqtt.simple is
 patched; nothing here is module state.
+(About 390 lines: one client, umqtt.simple's, with what a plug's single loop needs of it: a non-
+blocking publish from the ring, whole packets of any kind read in one place, bounded socket
+operations.)
 
 What umqtt.simple (1.3.4 here; a newer one is frozen into ESP32 firmware) does that a loop that
 must never stall cannot use, and what the overrides do instead:

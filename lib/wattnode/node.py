@@ -1,4 +1,8 @@
 """node.py - the node program: one cooperative loop over meter, sampler, ring and link.
+(About 580 lines, one concern: the loop and the callbacks the link hands it. What loads the update
+package, and refuses an update the heap cannot take, stays here, outside the package it loads;
+start-up's settling of the energy total and status(), which every view formats, need the loop's own
+state.)
 
     meter.poll() -> when a slot has ended: sampler.close() appends its record to the ring and
     the state is published -> link.service() (connect, acks, commands, the next batch)

@@ -1,5 +1,7 @@
 """spill.py - the flash behind the RAM ring: a week without the collector, and nothing sampled
 lost to a reset.
+(About 390 lines, one concern: the spill's files, segments and their checks; what only a boot needs
+is spillboot.py, loaded then and forgotten.)
 
 Contract (the ring calls it as ring.behind; ring.py's seq addressing)
 - Held records are one run [ring.first, ring.next): the oldest on flash, the newest in RAM,

@@ -1,5 +1,7 @@
 """ota.py - `wattlog ota NODE... | --all [--parallel N]`: send a build of the node to plugs over
 MQTT and wait until each has confirmed it (or rolled back), one line per plug at the end.
+(About 390 lines, one concern: an update of a fleet as the operator sees it, its manifest and
+serials, the plugs' answers, the progress and the table.)
 
 The plug's side, the topics and the manifest are described in lib/wattnode/ota/. Here:
 - the build is a folder laid out as tools/build's build/device: lib/wattnode/... (every file is

@@ -1,5 +1,7 @@
 """part.py - the runs as the collector's part (service.py builds it once): it hears which plug
 sent readings, finds their runs as they come, and hands the collector what to publish.
+(About 300 lines, one concern: the runs as the collector's part, as the loop and the MQTT thread
+drive it.)
 
     runs = Runs(store, data_dir, options, tariff, tz, base_topic)
     runs.take(topic, payload)   # a listener: notes the plug and its newest slot; False

@@ -1,5 +1,6 @@
 """app.py - the collector's HTTP side (aiohttp): the application, its routes, its one error
 shape, the token, and the thread it runs in.
+(About 310 lines: the application, its routes in one place and the thread it runs in.)
 
     GET  /api                      the endpoints, whether actions are on, the plugs in the
                                    order their data was first stored (the dashboard's colours)

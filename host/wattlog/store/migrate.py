@@ -1,6 +1,8 @@
 """migrate.py - a single Pi's whole history copied into the PostgreSQL store, exactly
 (`wattlog migrate`): from the PHPFina engine (reader.py, phpfina.py, commit.json) into the
 other one (postgres.py), so that a home install moves up to the cluster with its past.
+(About 390 lines, one concern: one copy, its refusals and its resumption, which must agree with
+each other.)
 
     source = Source("/var/lib/wattlog")        # checked and locked; Refused in words
     target = Target(dsn, password)             # reached, its tables made

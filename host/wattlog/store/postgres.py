@@ -2,6 +2,9 @@
 the second engine beside the PHPFina files. Everything that reads the store (the HTTP API, the
 dashboard, emoncms's API, energy, metrics, the sink, the CLI) reads it through the same calls
 (store/__init__.py), and tests/host/test_store_interface.py runs on both.
+(About 580 lines: one engine, as phpfina.py + commit.py + reader.py are the other: the reader, the
+committer with its leases, and the summaries share one connection and one schema, which splitting
+would spread over modules that must change together.)
 
     store = PgStore(dsn, password, complaints)      # the collector's: readings in, acks out
     store.recover(acks); store.take(topic, payload); done = store.commit()
