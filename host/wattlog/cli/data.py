@@ -2,8 +2,8 @@
 read it through the storage interface (store/), repair and rebuild mend the PHPFina engine's
 own files (feeds.json from the feeds' sidecars; the query summaries from the feeds) and the
 runs derived from them.
-"""
 (About 370 lines: one function per verb that reads or mends a data directory, each short.)
+"""
 
 import argparse
 import json
