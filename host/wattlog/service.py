@@ -41,7 +41,7 @@ def build(s, password=None):
     try:
         host, port = parse_broker(s.broker)[:2]
         link = Link("%s:%d" % (host, port))
-        influx_sink = sink(s)
+        influx_sink = sink(s, store)
         appliances = runs(s, store)
         watch = http = None
         if s.http_listen:
@@ -96,13 +96,14 @@ def influx(s):
                      s.influx_names or {}, s.influx_timeout_s or TIMEOUT_S)
 
 
-def sink(s):
-    """The InfluxDB sink of the settings' [influx], or None."""
+def sink(s, store):
+    """The InfluxDB sink of the settings' [influx], following the store's committed data
+    (either engine), its cursor in the collector's data directory; or None."""
     if not s.influx_url:
         return None
     from wattlog.bridges.sink import Sink
     writer, schema = influx(s)
-    return Sink(s.data_dir, writer, schema, horizon_s=s.max_age_s + 3600)
+    return Sink(store, s.data_dir, writer, schema, horizon_s=s.max_age_s + 3600)
 
 
 def runs(s, store):

@@ -86,7 +86,7 @@ def value(family, suffix="", **labels):
 def with_sink(scraped):
     """A real Sink towards a port nothing listens on, after one pass that could not write:
     it knows how far behind it is."""
-    sink = Sink(scraped.store.committer.data_dir, Writer(Target(
+    sink = Sink(scraped.store, scraped.store.committer.data_dir, Writer(Target(
         "influx://127.0.0.1:%d/wattlog" % closed_port()), None, 2.0), Schema())
     with pytest.raises(WriteFailed):
         sink.poll()

@@ -193,13 +193,13 @@ plug-a = "Washing machine, left"
                                 str(tmp_path / "influx.password"), 30.0,
                                 {"plug-a": "Washing machine, left"})
     assert ("influx.password", str(tmp_path / "influx.password")) in credentials(s)  # systemd
-    sink = service.sink(collect_settings(parse("--config", path)))
+    sink = service.sink(collect_settings(parse("--config", path)), None)  # no store read here
     assert (sink.writer.target.host, sink.writer.target.port, sink.writer.target.rp) == \
         ("db.local", 8087, "year")
     assert sink.schema.name == "sp3s" and sink.writer.timeout_s == 30.0
     assert sink.schema.series("plug-a", "power") == "Washing\\ machine\\,\\ left usage="
     assert Settings().influx_url is None and \
-        service.sink(collect_settings(parse("--data", "d"))) is None  # no table, no flag
+        service.sink(collect_settings(parse("--data", "d")), None) is None  # no table, no flag
 
 
 def test_influx_flags_win_over_the_influx_table(tmp_path):
@@ -209,14 +209,14 @@ def test_influx_flags_win_over_the_influx_table(tmp_path):
                             'timeout = 30\n[influx.names]\nplug-a = "Washer"\nplug-b = "Fridge"\n')
     sink = service.sink(collect_settings(parse(
         "--config", path, "--data", str(tmp_path), "--influx", "influx://flag:9999/db2",
-        "--influx-timeout", "3", "--influx-name", "plug-a=Dryer")))
+        "--influx-timeout", "3", "--influx-name", "plug-a=Dryer")), None)
     assert (sink.writer.target.host, sink.writer.target.port, sink.writer.target.database) == \
         ("flag", 9999, "db2")
     assert sink.writer.timeout_s == 3.0 and sink.schema.name == "sp3s"
     assert sink.schema.names == {"plug-a": "Dryer", "plug-b": "Fridge"}
     s = collect_settings(parse("--config", path, "--data", str(tmp_path), "--influx-schema",
                                "default"))
-    assert service.sink(s).schema.name == "default"
+    assert service.sink(s, None).schema.name == "default"
 
 
 def test_a_config_that_is_missing_or_not_toml_is_named(tmp_path):

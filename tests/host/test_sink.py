@@ -17,6 +17,7 @@ from wattlog.store.commit import Committer
 from wattlog.complaints import Complaints
 from wattlog.bridges.influx import InfluxError, Schema, Target, WriteFailed, Writer, configure
 from wattlog.bridges.sink import FILE, Sink, backfill, tidy
+from wattlog.store import open_reader
 
 
 class Receiver:
@@ -75,7 +76,8 @@ def commit(data, node, channel, points):
 
 
 def sink(data, receiver, schema="default", **kw):
-    return Sink(str(data), Writer(Target("influx://127.0.0.1:%d/wattlog" % receiver.port)),
+    return Sink(open_reader(str(data)), str(data),
+                Writer(Target("influx://127.0.0.1:%d/wattlog" % receiver.port)),
                 Schema(schema, kw.pop("names", None)), **kw)
 
 
@@ -122,7 +124,7 @@ def test_what_goes_over_the_wire_to_1x_and_2x(tmp_path, receiver):
     for url in ("influx://grafana@127.0.0.1:%d/home?rp=year" % receiver.port,
                 "influxv2://127.0.0.1:%d/acme/power" % receiver.port):
         writer, schema = configure(url, "default", str(secret))
-        Sink(str(data), writer, schema).poll()
+        Sink(open_reader(str(data)), str(data), writer, schema).poll()
     assert receiver.requests == [
         ("/write?db=home&precision=s&rp=year", "Basic Z3JhZmFuYTpwYTpzcyB3b3Jk"),
         ("/api/v2/write?org=acme&bucket=power&precision=s", "Token pa:ss word")]
@@ -219,7 +221,7 @@ def test_backfill_from_a_time(tmp_path, receiver):
     commit(data, "plug-a", "power", {T0 + 10 * k: float(k) for k in range(1000)})
     seen = []
     writer = Writer(Target("influx://127.0.0.1:%d/wattlog" % receiver.port))
-    sent = backfill(str(data), writer, Schema(), since=T0 + 9005, batch_points=40,
+    sent = backfill(open_reader(str(data)), writer, Schema(), since=T0 + 9005, batch_points=40,
                     progress=lambda *a: seen.append(a))
     assert sent == 99
     assert sorted(int(line.rsplit(" ", 1)[1]) for line in receiver.lines()) == \
@@ -310,3 +312,39 @@ def test_the_sinks_link_says_whether_influxdb_takes_its_writes(tmp_path, receive
         assert s.sent == 50 and s.link.status()["since"] >= down["since"]
     finally:
         s.stop()
+
+
+def test_the_sink_follows_a_postgresql_store_and_its_grid_moving_back(tmp_path, receiver,
+                                                                     pg_database):
+    """The sink reads through the storage interface, so it follows a collector storing into
+    PostgreSQL as it follows the files: every committed slot is sent, the cursor in the
+    collector's own directory. When an earlier batch arrives late (a cluster's handover) the
+    plug's grid starts earlier: those slots are sent too, and nothing is sent twice."""
+    from batches import batch
+    from wattlog.store.postgres import PgStore
+
+    def recs(first, n):
+        return [(T0 + 10 * k, 100.0 + k, 1000 + k, 230.0, 0.5) for k in range(first, first + n)]
+
+    store = PgStore(*pg_database, Complaints())
+    try:
+        store.recover({})
+        store.take("wattlog/p/readings", batch(recs(200, 100), seq=200))
+        store.commit()
+        follower = Sink(store, str(tmp_path), Writer(Target(
+            "influx://127.0.0.1:%d/wattlog" % receiver.port)), Schema("sp3s"),
+            horizon_s=40 * 86400)  # T0's readings are days old: holes that old still fill
+        assert follower.poll() == 100
+        assert follower.poll() == 0  # nothing new committed
+        store.take("wattlog/p/readings", batch(recs(0, 200), seq=0))
+        store.commit()
+        assert follower.poll() == 200
+        sent = [line for body in receiver.bodies for line in body.splitlines()]
+        assert sorted(int(line.rsplit(" ", 1)[1]) for line in sent) == \
+            [T0 + 10 * k for k in range(300)]  # each slot once, the late ones too
+        assert "p usage=100.0 %d" % T0 in sent
+        cursor = json.loads((tmp_path / FILE).read_text())["targets"]
+        (feeds,) = [t["feeds"] for t in cursor.values()]
+        assert list(feeds.values()) == [{"next": 300, "start": T0, "holes": []}]
+    finally:
+        store.close()

@@ -16,8 +16,6 @@ Summaries are brought up to date after the first commit, as the collector's loop
 """
 
 import math
-import pathlib
-import sys
 
 import numpy as np
 import pytest
@@ -26,9 +24,6 @@ from batches import T0, batch
 from wattlog.complaints import Complaints
 from wattlog.store import open_reader
 from wattlog.store.files import Store
-
-REPO = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tools" / "lib"))
 
 COMMITTED, PENDING = 60, 20
 
@@ -51,26 +46,6 @@ def write(store):
     return store
 
 
-@pytest.fixture(scope="module")
-def pg():
-    """One private PostgreSQL for the module; each test gets a database of its own."""
-    pgserver = pytest.importorskip("pgserver")
-    try:
-        server = pgserver.PgServer().start()
-    except RuntimeError as e:
-        pytest.skip("no PostgreSQL here (%s): tools/setup installs it" % e)
-    yield server
-    server.close()
-
-
-def fresh_database(server, name):
-    import psycopg
-    with psycopg.connect(server.dsn, password=server.password, autocommit=True) as c:
-        c.execute('DROP DATABASE IF EXISTS "%s"' % name)
-        c.execute('CREATE DATABASE "%s"' % name)
-    return server.dsn.rsplit("/", 1)[0] + "/" + name
-
-
 @pytest.fixture(params=["phpfina-collector", "phpfina-reader", "postgres-collector",
                         "postgres-reader"])
 def engine(request, tmp_path):
@@ -80,10 +55,9 @@ def engine(request, tmp_path):
         reader = lambda: open_reader(str(tmp_path / "data"))  # noqa: E731
     else:
         from wattlog.store.postgres import PgReader, PgStore
-        server = request.getfixturevalue("pg")
-        dsn = fresh_database(server, "t%d" % (abs(hash(request.node.name)) % 10 ** 9))
-        store = write(PgStore(dsn, server.password, Complaints()))
-        reader = lambda: PgReader(dsn, server.password)  # noqa: E731
+        dsn, password = request.getfixturevalue("pg_database")
+        store = write(PgStore(dsn, password, Complaints()))
+        reader = lambda: PgReader(dsn, password)  # noqa: E731
     if request.param.endswith("collector"):
         yield store, PENDING
         store.close()
@@ -200,17 +174,16 @@ def test_status_is_plain_data(engine):
     assert max(st.get("disk_free_bytes") or 0, st.get("database_bytes") or 0) > 0  # its room
 
 
-def test_both_engines_answer_the_same_series_from_their_summaries(tmp_path, request):
+def test_both_engines_answer_the_same_series_from_their_summaries(tmp_path, pg_database):
     """Two days of readings (17,280 slots, a few missing) committed into each engine, their
     summaries brought up to date: every zoom, from raw slots to buckets of several summary
     levels, gives the same answer on the files and on PostgreSQL (float32 precision)."""
     from wattlog.store.postgres import PgStore
-    server = request.getfixturevalue("pg")
     slots = 2 * 8640
     rng = np.random.default_rng(7)
     watts = rng.uniform(0, 2500, slots)
     stores = [Store(str(tmp_path / "data"), Complaints()),
-              PgStore(fresh_database(server, "same_series"), server.password, Complaints())]
+              PgStore(*pg_database, Complaints())]
     for store in stores:
         store.recover({})
         for first in range(0, slots, 64):
@@ -237,13 +210,12 @@ def test_both_engines_answer_the_same_series_from_their_summaries(tmp_path, requ
         store.close()
 
 
-def test_postgresql_takes_an_earlier_batch_that_arrives_late(tmp_path, request):
+def test_postgresql_takes_an_earlier_batch_that_arrives_late(pg_database):
     """A cluster delivers each partition in order, but a handover can bring an earlier batch
     after a later one: PostgreSQL stores it (the files' feeds cannot grow backwards and drop
     it, counted), the grid's first slot moves back, and the summaries follow."""
     from wattlog.store.postgres import PgStore
-    server = request.getfixturevalue("pg")
-    store = PgStore(fresh_database(server, "late_batch"), server.password, Complaints())
+    store = PgStore(*pg_database, Complaints())
     store.recover({})
     store.take("wattlog/p/readings", batch(records(100, 200, 100), seq=200))
     store.commit()
@@ -285,3 +257,18 @@ def test_a_feed_being_made_is_its_pending_readings_not_an_error(tmp_path):
     assert (row["last_time"], row["last_value"]) == (T0 + 10 * 5, 5005), row
     assert row["end"] == T0 + 10 * 6 and row["points"] == 0, row
     store.close()
+
+
+def test_committed_says_what_is_committed_and_nothing_pending(engine):
+    """committed(): each feed's committed slots (its grid's npoints), never the pending ones,
+    and a generation that a commit changes: what a follower of committed data reads first."""
+    store, pending = engine
+    generation, lengths = store.committed()
+    assert lengths == {e["id"]: COMMITTED for e in store.entries()}
+    for e in store.entries():
+        assert store.feed(e).npoints() == lengths[e["id"]]
+    if pending:  # the collector's: commit what it holds, and the generation moves on
+        store.commit()
+        later, lengths = store.committed()
+        assert later != generation
+        assert lengths == {e["id"]: COMMITTED + PENDING for e in store.entries()}

@@ -40,6 +40,7 @@ from wattlog.complaints import Complaints  # noqa: E402
 from wattlog.bridges.influx import Schema, Target, Writer  # noqa: E402
 from wattlog.store.nodes import parse_ack  # noqa: E402
 from wattlog.bridges.sink import Sink  # noqa: E402
+from wattlog.store import open_reader  # noqa: E402
 from wattnode import wire  # noqa: E402
 
 RECORDS = 16
@@ -67,7 +68,8 @@ def history(data, plugs, slots):
 
 
 def catch_up(data, db, points):
-    sink = Sink(data, Writer(Target("influx://127.0.0.1:%d/rate" % db.port)), Schema())
+    sink = Sink(open_reader(data), data, Writer(Target("influx://127.0.0.1:%d/rate" % db.port)),
+                Schema())
     db.query('CREATE DATABASE "rate"', db=None)
     t0 = time.monotonic()
     sent = sink.poll()

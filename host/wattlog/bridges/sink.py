@@ -1,23 +1,30 @@
 """sink.py - the InfluxDB sink: follows what the collector has committed and writes it to
 InfluxDB (influx.py), in its own thread, with its own durable cursor, losing nothing. (About
-350 lines: the follower and the backfill share one walk over the committed slots.)
+400 lines: the follower and the backfill share one walk over the committed slots.)
 
-    sink = Sink(data_dir, Writer(Target(url), secret), Schema("sp3s"))
+    sink = Sink(store, data_dir, Writer(Target(url), secret), Schema("sp3s"))
     sink.start()        # the collector calls it once its files agree with the acks
     sink.stop()         # at exit: what was not sent yet is sent at the next start
-    backfill(data_dir, writer, schema, since=t, progress=f)   # `wattlog influx backfill`
+    backfill(reader, writer, schema, since=t, progress=f)   # `wattlog influx backfill`
 
-What it follows: commit.json's committed length of every feed (commitfile.py), never the
-pending points, so a point reaches InfluxDB only once it is on disk and acknowledged, and the
-files stay the source of truth. The feeds are read through phpfina.Feed; feeds.json says
-which node and channel a feed is.
+What it follows: the committed slots of every feed, never the pending points, read through
+the storage interface (store/__init__.py: committed(), entries(), feed(entry) and its
+read()), so a point reaches InfluxDB only once it is on disk (or in the database) and
+acknowledged, the store stays the source of truth, and either engine is followed alike: the
+PHPFina files (commit.json's lengths) or PostgreSQL.
 
-The cursor, <data>/influx.json, replaced atomically (durable.py) at the end of every pass
-and every CURSOR_EVERY_S while catching up:
+The cursor, <data>/influx.json (the collector's own directory, whichever engine it stores
+into), replaced atomically (durable.py) at the end of every pass and every CURSOR_EVERY_S
+while catching up:
 
     {"version": 1, "targets": {"<Target.key>": {"feeds": {"<feed id>": {
-        "next": <first slot not sent yet>,
+        "next": <first slot not sent yet>, "start": <the grid's slot 0, unix s>,
         "holes": [[first slot, stop slot, values seen in it], ...]}}}}}
+
+Slots count from the grid's start. A PHPFina grid never moves; PostgreSQL's moves back when an
+older reading arrives late (postgres.py): the cursor then moves with it, and the slots before
+the old start become a hole to look at (a cursor without "start", written before it was kept,
+is taken to be on today's grid).
 
 On an SD card that is one small file replaced per commit (every 5 min by default), beside
 commit.json. One entry per target and schema: a new InfluxDB, or a new schema, gets
@@ -51,14 +58,14 @@ import time
 
 import numpy as np
 
-from wattlog.store import durable
-from wattlog.store.commitfile import FILE as COMMIT_FILE, check_state
-from wattlog.complaints import Complaints
-from wattlog.store.feeds import Registry, RegistryError
-from wattlog.store.ingest import MAX_AGE_S
 from wattlog.bridges.influx import WriteFailed
+from wattlog.complaints import Complaints
 from wattlog.links import Link
-from wattlog.store.phpfina import Feed, FeedError
+from wattlog.store import durable
+from wattlog.store.base import StoreError
+from wattlog.store.feeds import RegistryError
+from wattlog.store.ingest import MAX_AGE_S
+from wattlog.store.phpfina import FeedError
 
 log = logging.getLogger("wattlog")
 FILE = "influx.json"
@@ -71,32 +78,18 @@ MERGE_GAP_SLOTS = 64
 _FOR_A_PERSON = ("influx-http-401", "influx-http-403", "influx-http-404")
 
 
-def committed(data_dir):
-    """(commit number, {feed id: committed length}) from commit.json; ValueError in words if
-    it cannot be read."""
-    path = os.path.join(data_dir, COMMIT_FILE)
-    state = durable.read_json(path)
-    if state is None:
-        return 0, {}
-    problem = check_state(state)
-    if problem:
-        raise ValueError("%s: %s" % (path, problem))
-    return state.get("commit", 0), {int(k): v for k, v in state["feeds"].items()}
-
-
-def _feeds(data_dir, lengths, schema, unreadable=None):
-    """[(feed, series, committed length)] for the feeds the schema carries, by id. A feed
-    whose files cannot be opened (being quarantined) raises FeedError, or, with
-    unreadable(error), is left out."""
-    registry = Registry(data_dir)
+def _feeds(store, lengths, schema, unreadable=None):
+    """[(feed, series, committed length)] for the committed feeds the schema carries, by id,
+    through the storage interface. A feed that cannot be read (being quarantined) raises
+    FeedError, or, with unreadable(error), is left out."""
     out = []
-    for fid, n in sorted(lengths.items()):
-        entry = registry.lookup(str(fid))
-        series = entry and schema.series(entry["node"], entry["channel"])
-        if series is None:
+    for entry in store.entries():
+        n = lengths.get(entry["id"])
+        series = n is not None and schema.series(entry["node"], entry["channel"])
+        if not series:
             continue
         try:
-            out.append((Feed.open(registry.feed_dir, fid), series, n))
+            out.append((store.feed(entry), series, n))
         except FeedError as e:
             if unreadable is None:
                 raise
@@ -135,9 +128,10 @@ def tidy(holes, oldest_slot):
 
 
 class Sink:
-    def __init__(self, data_dir, writer, schema, batch_points=BATCH_POINTS, poll_s=1.0,
+    def __init__(self, store, data_dir, writer, schema, batch_points=BATCH_POINTS, poll_s=1.0,
                  horizon_s=MAX_AGE_S + 3600, clock=time.time):
-        self.data_dir = data_dir
+        """store: what it follows (the storage interface); data_dir: where its cursor lives."""
+        self.store = store
         self.writer = writer
         self.schema = schema
         self.batch_points = batch_points
@@ -188,11 +182,11 @@ class Sink:
         sent. WriteFailed: what was sent before it is in the cursor."""
         if self.cursor is None:
             self.load()
-        generation, lengths = committed(self.data_dir)
+        generation, lengths = self.store.committed()
         if generation == self._seen:
             return 0
         t0, sent0 = time.monotonic(), self.sent
-        work = _feeds(self.data_dir, lengths, self.schema, lambda e: self.complaints(
+        work = _feeds(self.store, lengths, self.schema, lambda e: self.complaints(
             "influx-feed", "the InfluxDB sink leaves out a feed it cannot read (%s)" % e))
         self.behind = sum(max(n - self.cursor.get(str(f.id), {}).get("next", 0), 0)
                           for f, _, n in work)
@@ -222,6 +216,7 @@ class Sink:
         """(lines, apply) for one feed: the holes that filled, then the slots past the cursor,
         a batch's worth at a time. apply() moves the cursor once the lines are written."""
         cur = self.cursor.setdefault(str(feed.id), {"next": 0, "holes": []})
+        self._on_grid(cur, feed)
         oldest = feed.slot(self.clock() - self.horizon_s)
         if cur["next"] > n:  # the files were cut below the cursor (a restored backup)
             log.warning("feed %d holds %d slots, the InfluxDB sink had sent %d: sending from "
@@ -248,6 +243,24 @@ class Sink:
             yield (self.schema.lines(series, _times(feed, pos, stop), values),
                    self._advance(cur, stop, _nan_runs(values, pos), oldest))
             pos = stop
+
+    def _on_grid(self, cur, feed):
+        """The cursor counted on the feed's grid as it is now: a start that moved back puts
+        the cursor as many slots further, and the slots before the old start are a hole to
+        look at. A cursor without a start (kept before it was) is on today's grid."""
+        start = cur.get("start")
+        if start == feed.start:
+            return
+        if start is not None:
+            shift = (start - feed.start) // feed.interval
+            if shift > 0:
+                cur["next"] += shift
+                cur["holes"] = [[0, shift, 0]] + [[lo + shift, hi + shift, have]
+                                                  for lo, hi, have in cur["holes"]]
+            else:  # a grid that moved forward: no engine does it; send it all again
+                cur["next"], cur["holes"] = 0, []
+        cur["start"] = feed.start
+        self._dirty = True
 
     def _refill(self, cur, holes, oldest):
         def apply():
@@ -315,7 +328,7 @@ class Sink:
                 wait_s = backoff_s
                 self.complaints(e.kind, "%s; %d points wait for it, trying again in %.0f s"
                                 % (e, self.behind, backoff_s))
-            except (OSError, ValueError, RegistryError, FeedError) as e:
+            except (OSError, ValueError, RegistryError, FeedError, StoreError) as e:
                 wait_s = BACKOFF_MAX_S
                 self.complaints("influx-read", "the InfluxDB sink cannot read the data (%s); "
                                 "trying again in %.0f s" % (e, wait_s))
@@ -327,16 +340,17 @@ class Sink:
             self._stop.wait(wait_s)
 
 
-def backfill(data_dir, writer, schema, since=None, progress=None, batch_points=BATCH_POINTS,
+def backfill(store, writer, schema, since=None, progress=None, batch_points=BATCH_POINTS,
              tries=4):
-    """Send every committed point from `since` (unix s; None: each feed's start) to the end,
-    whatever the cursor says (rewriting a point is harmless). progress(done slots, all slots,
-    points sent). Returns the points sent; WriteFailed after `tries` failed tries (at once for
-    a refusal only a person can fix: 401, 403, 404)."""
-    _, lengths = committed(data_dir)
+    """Send every committed point of `store` (the storage interface) from `since` (unix s;
+    None: each feed's start) to the end, whatever the cursor says (rewriting a point is
+    harmless). progress(done slots, all slots, points sent). Returns the points sent;
+    WriteFailed after `tries` failed tries (at once for a refusal only a person can fix:
+    401, 403, 404)."""
+    _, lengths = store.committed()
     work = []
-    for feed, series, n in _feeds(data_dir, lengths, schema):
-        first = 0 if since is None else min(max(feed.slot(since + feed.interval - 1), 0), n)
+    for feed, series, n in _feeds(store, lengths, schema):
+        first = 0 if since is None else min(feed.first_at(since), n)
         work.append((feed, series, first, n))
     total = sum(n - first for _, _, first, n in work)
     done = sent = 0

@@ -6,7 +6,8 @@ import argparse
 import os
 import time
 
-from wattlog.cli.common import CliError, Progress, check_broker, command_settings, data_dir
+from wattlog.cli.common import CliError, Progress, check_broker, command_settings
+from wattlog.store.base import StoreError
 from wattlog.store.commit import StartError
 from wattlog.store.feeds import RegistryError
 from wattlog.store.phpfina import FeedError
@@ -38,7 +39,6 @@ def cmd_influx_backfill(args):
     from wattlog.bridges.influx import InfluxError, WriteFailed
     from wattlog.bridges.sink import backfill
     s = command_settings(args, ("influx_password_file",))
-    data = data_dir(s.data_dir)
     if not s.influx_url:
         raise CliError("no InfluxDB to send to: give --influx URL, or an [influx] table in %s"
                        % (s.path or "the config file"))
@@ -50,15 +50,19 @@ def cmd_influx_backfill(args):
         since = parse_time(args.since) if args.since else None
     except argparse.ArgumentTypeError as e:
         raise CliError(str(e)) from None
+    try:
+        store = service.reader(s)  # the data directory's files, or the config's PostgreSQL
+    except StoreError as e:
+        raise CliError(str(e)) from None
     shown = Progress("backfill")
     t0 = time.monotonic()
     try:
-        sent = backfill(data, writer, schema, since,
+        sent = backfill(store, writer, schema, since,
                         lambda done, total, sent: shown(done, total, "%d points" % sent))
     except WriteFailed as e:
         raise CliError("%s; run it again (points already sent are only written again)" % e) \
             from None
-    except (RegistryError, FeedError, ValueError) as e:
+    except (RegistryError, FeedError, StoreError, ValueError, OSError) as e:
         raise CliError(str(e)) from None
     finally:
         shown.close()

@@ -23,6 +23,9 @@ The interface (reader.py states each call; files.py adds what the collector's st
     series(entry, feed, start, end, points)
     feeds()  plug_order()  nodes()  plug(node)  status()      plain data (status: data_dir,
         last_commit, and the room: disk_free_bytes for files, database_bytes for a database)
+    committed()  (generation, {feed id: committed slots}): what is committed and nothing
+        else; generation changes with each commit (what a follower of committed data, the
+        InfluxDB sink, looks at before it reads the feeds)
 Writing (the collector's Store only): recover(acks), take(topic, payload), resends(),
 commit() -> acks to publish, last_energy(node), flush_summaries(), close().
 

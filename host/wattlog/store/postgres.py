@@ -248,6 +248,15 @@ class PgReader(Interface):
         return {node: node_row(node, state or {}) for node, state in self.conns.query(
             "SELECT node, state FROM wl_nodes ORDER BY node")}
 
+    def committed(self):
+        """(the last commit's number, {feed id: its plug's slots}): every row is committed,
+        so a feed's length is its plug's grid, first to top (PgFeed.npoints())."""
+        rows = self.conns.query("SELECT (SELECT last_value FROM wl_commits), f.id, "
+                                "n.top - n.first + 1 FROM wl_nodes n RIGHT JOIN wl_feeds f "
+                                "ON f.node_id = n.id")
+        generation = rows[0][0] if rows else 0
+        return generation, {fid: n for _, fid, n in rows if fid is not None}
+
     def stored_status(self):
         """data_dir (the database, without a password), last_commit (unix s) and the
         database's size (its disk is the server's business)."""

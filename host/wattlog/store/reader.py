@@ -83,6 +83,12 @@ class Reader(Interface):
         time(k), slot(t), first_at(t), read(first, stop), last_value()); FeedError."""
         return Feed.open(self.feed_dir, entry["id"])
 
+    def committed(self):
+        """(generation, {feed id: committed slots}): commit.json's commit number and lengths,
+        as read now (the collector writes the slots first, then commit.json); StoreError."""
+        state = self._commit_state(self.data_dir)
+        return state.get("commit", 0), {int(k): v for k, v in state["feeds"].items()}
+
     # -- state -------------------------------------------------------------------------------
 
     def nodes(self):
