@@ -57,7 +57,7 @@ import socket
 import time
 
 from wattlog.fleet.natsconf import PARTITION_PREFIX, READINGS_STREAM, partition_of, subject
-from wattlog.mqtt import client_for, parse_broker
+from wattlog.mqtt import client_for, close, parse_broker
 from wattlog.store.ingest import NODE_ID
 from wattlog.store.postgres import LeaseLost, StoreUnavailable
 from wattlog.systemd import Notifier
@@ -425,6 +425,6 @@ class ClusterCollector:
             if self.http is not None:
                 self.http.stop()
             await nc.close()
-            self.mqtt.loop_stop()
+            close(self.mqtt)
             self.store.close()
             log.info("cluster collector %s stopped", self.name)

@@ -16,6 +16,7 @@ import pytest
 from broker import free_port
 from helpers import REPO
 from rig import wait_until
+from wattlog.mqtt import close
 
 pytestmark = [pytest.mark.xdist_group("cluster")]
 natscluster = pytest.importorskip("natscluster")
@@ -57,8 +58,7 @@ class Login:
         wait_until("the subscription to %s" % topic, lambda: done, 30)
 
     def close(self):
-        self.client.disconnect()
-        self.client.loop_stop()
+        close(self.client)
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ from wattnode import wire
 from helpers import REPO
 from proctree import descendants
 from rig import wait_until
+from wattlog.mqtt import close
 
 pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.realtime]
 pytest.importorskip("natscluster")
@@ -136,5 +137,4 @@ def acks_seen(work, said):
         wait_until("a light plug acked three times", lambda: any(
             len(v) >= 3 for n, v in list(seqs.items()) if n.startswith("light-")), 50)
     finally:
-        watcher.disconnect()
-        watcher.loop_stop()
+        close(watcher)

@@ -46,6 +46,7 @@ from wattlog.serve.plugwatch import PlugWatch  # noqa: E402
 from wattlog.store.query import Engine  # noqa: E402
 from wattlog.store.files import Store  # noqa: E402
 from wattnode import wire  # noqa: E402
+from wattlog.mqtt import close  # noqa: E402
 
 TOKEN = "bench-token-0123456789abcdef"
 
@@ -230,8 +231,7 @@ def under_load(plugs, seconds, rate, conns):
             print("%-12s %8d %26s %8d %26s" % row)
     finally:
         if watcher is not None:
-            watcher.c.disconnect()
-            watcher.c.loop_stop()
+            close(watcher.c)
         stop(nodes)
         stop([collector])
         broker.stop()

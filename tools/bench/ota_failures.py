@@ -36,6 +36,7 @@ from broker import Broker  # noqa: E402
 from rig import Collector, SimPlug  # noqa: E402
 from otabuilds import Builds  # noqa: E402
 from wattlog.fleet.provision import OPERATOR  # noqa: E402
+from wattlog.mqtt import close  # noqa: E402
 
 BOUND_S = 420
 NODE = "bench-ota"
@@ -69,8 +70,7 @@ class Watch:
         self.c.publish("wattlog/%s/cmd" % NODE, json.dumps({"cmd": "info"}), qos=1)
 
     def close(self):
-        self.c.disconnect()
-        self.c.loop_stop()
+        close(self.c)
 
 
 def one(kind, trial_s, builds, work):

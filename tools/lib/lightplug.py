@@ -30,6 +30,7 @@ import time
 import paho.mqtt.client as mqtt
 
 from wattnode import wire
+from wattlog.mqtt import close
 
 RESEND_S = 5.0
 INTERVAL_S = 10
@@ -170,5 +171,4 @@ class LightPlugs:
             self._thread.join(5)
         for p in self.plugs.values():
             p.client.on_disconnect = None
-            p.client.disconnect()
-            p.client.loop_stop()
+            close(p.client)

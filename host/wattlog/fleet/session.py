@@ -30,6 +30,7 @@ import paho.mqtt.client as mqtt
 
 from wattlog.fleet.logins import OPERATOR
 from wattlog.mqtt import client_for, parse_broker
+from wattlog.mqtt import close
 
 
 class SessionError(Exception):
@@ -114,8 +115,7 @@ class Session:
             return None
 
     def close(self):
-        self.client.disconnect()
-        self.client.loop_stop()
+        close(self.client)
 
     def __enter__(self):
         return self.open()

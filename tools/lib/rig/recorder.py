@@ -25,6 +25,7 @@ import threading
 import time
 
 from broker import TEST_USER
+from wattlog.mqtt import close
 
 _names = itertools.count(1)  # each Recorder its own client id (and test user), from any thread
 
@@ -165,8 +166,7 @@ class Recorder:
         return self.until(topic, b"marker")
 
     def close(self):
-        self.c.disconnect()  # first: the network thread then ends at once, not after 1 s
-        self.c.loop_stop()
+        close(self.c)  # disconnect first: the network thread then ends at once, not after 1 s
 
     def __enter__(self):
         return self
