@@ -18,7 +18,7 @@ from wattnode.ring import Ring
 from wattsim.board import Board
 
 from rig import board_file, fresh_dir, need_sockets
-from test_memory import loopback
+from netrig import loopback
 import scratch
 
 FLASH = scratch.DIR + "/brokers"

@@ -19,44 +19,13 @@ from wattnode.node import Node
 from wattnode.ring import Ring
 
 from rig import board_file, fresh_dir, need_sockets
-from test_memory import loopback, read_exactly
+from netrig import loopback, packets, publishes
 import scratch
 
 FLASH = scratch.DIR + "/resume"
 START = 1795000000                 # node time, unix seconds (a multiple of 10)
 CUT_WH = 24011                     # the last total published before the cut
 CHECKPOINT_WH = 18008              # the flash checkpoint, 2 h older
-
-
-def packets(sock, wait_ms=300):
-    """Every MQTT packet the node wrote, as (first byte, body), until none comes for wait_ms."""
-    out = []
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    while poller.poll(wait_ms):
-        first = sock.read(1)
-        if not first:  # the node closed its socket
-            break
-        n = shift = 0
-        while True:
-            b = read_exactly(sock, 1)[0]
-            n |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
-        out.append((first[0], read_exactly(sock, n) if n else b""))
-    return out
-
-
-def publishes(pkts, topic):
-    """Payloads of the PUBLISH packets on topic."""
-    got = []
-    for first, body in pkts:
-        if first & 0xF0 == 0x30:
-            tlen = body[0] << 8 | body[1]
-            if body[2:2 + tlen] == topic:
-                got.append(body[2 + tlen + (2 if first & 6 else 0):])
-    return got
 
 
 def batch_energies(pkts):

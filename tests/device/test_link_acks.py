@@ -15,54 +15,11 @@ from wattnode import wire
 from wattnode.link import Link
 from wattnode.ring import Ring
 
-from test_memory import loopback, read_exactly
+from netrig import BOOT, Broker, loopback
 
-BOOT = 0x5EED
 CFG = {"base_topic": "wattlog", "broker": {"host": "127.0.0.1", "port": 1, "user": None,
                                            "password": None},
        "discovery_prefix": "homeassistant", "batch_max": 8, "batch_wait_s": 600}
-
-
-class Broker:
-    """The far end of the node's socket."""
-
-    def __init__(self, sock):
-        self.sock = sock
-        self.logs = []
-
-    def publish(self):
-        """The next PUBLISH from the node: (topic, packet id or None, payload). Log lines
-        (QoS 0) are kept in self.logs and skipped."""
-        while True:
-            first = read_exactly(self.sock, 1)[0]
-            n = shift = 0
-            while True:
-                b = read_exactly(self.sock, 1)[0]
-                n |= (b & 0x7F) << shift
-                shift += 7
-                if not b & 0x80:
-                    break
-            body = read_exactly(self.sock, n)
-            tlen = body[0] << 8 | body[1]
-            topic, rest = body[2:2 + tlen], body[2 + tlen:]
-            if first & 6:
-                return topic, rest[0] << 8 | rest[1], rest[2:]
-            self.logs.append(rest)
-
-    def batch(self):
-        """The next batch: (seq, count, packet id)."""
-        topic, pid, payload = self.publish()
-        count, _, boot, seq, _, _ = wire.decode_header(payload)
-        assert topic == b"wattlog/plug-1/readings" and boot == BOOT
-        return seq, count, pid
-
-    def puback(self, pid):
-        self.sock.write(bytes((0x40, 2, pid >> 8, pid & 0xFF)))
-
-    def ack(self, **fields):
-        topic, payload = b"wattlog/plug-1/ack", json.dumps(fields).encode()
-        n = 2 + len(topic) + len(payload)
-        self.sock.write(bytes((0x30, n, 0, len(topic))) + topic + payload)
 
 
 class TestLinkAcks(unittest.TestCase):

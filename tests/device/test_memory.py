@@ -1,7 +1,6 @@
 """test_memory.py - publishing a batch allocates nothing: the PUBLISH packet is framed in
 preallocated buffers and the records go from the ring to the socket without a copy."""
 
-import socket
 import unittest
 
 import micropython
@@ -10,39 +9,7 @@ from wattnode import wire
 from wattnode.link import Link
 from wattnode.ring import Ring
 
-from rig import need_sockets
-
-
-def listener(ports=range(47100, 47200)):
-    """A listening socket on the first free loopback port of `ports`: (socket, port)."""
-    need_sockets()
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    for port in ports:
-        try:
-            srv.bind(socket.getaddrinfo("127.0.0.1", port)[0][-1])
-            break
-        except OSError:
-            continue
-    srv.listen(1)
-    return srv, port
-
-
-def loopback():
-    """Both ends of a loopback TCP connection: (the node's, the broker's)."""
-    srv, port = listener()
-    client = socket.socket()
-    client.connect(socket.getaddrinfo("127.0.0.1", port)[0][-1])
-    server = srv.accept()[0]
-    srv.close()
-    return client, server
-
-
-def read_exactly(sock, n):
-    out = b""
-    while len(out) < n:
-        out += sock.read(n - len(out))
-    return out
+from netrig import loopback, read_exactly
 
 
 class TestMemory(unittest.TestCase):

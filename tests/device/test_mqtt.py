@@ -20,9 +20,7 @@ from wattnode import mqtt
 from wattnode.link import KEEPALIVE_S, Link
 from wattnode.ring import Ring
 
-from test_energy_resume import packets, publishes
-from test_link_acks import BOOT, Broker
-from test_memory import listener, loopback
+from netrig import BOOT, Broker, listener, loopback, packets, publishes
 from rig import fill_heap
 
 CFG = {"base_topic": "wattlog", "broker": {"host": "127.0.0.1", "port": 1, "user": None,

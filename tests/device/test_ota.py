@@ -27,7 +27,7 @@ from wattnode.ring import Ring
 from wattsim.board import Board
 
 from rig import HERE, board_file, fill_heap, fresh_dir, need_sockets
-from test_memory import loopback
+from netrig import loopback
 import scratch
 
 FLASH = scratch.DIR + "/ota"

@@ -14,8 +14,7 @@ from wattnode.node import Node
 from wattnode.ring import Ring
 
 from rig import board_file, fresh_dir
-from test_energy_resume import packets, publishes
-from test_memory import loopback
+from netrig import loopback, packets, publishes
 import scratch
 
 FLASH = scratch.DIR + "/secrets"

@@ -15,8 +15,7 @@ from wattnode.ring import Ring
 from wattsim.board import Board
 
 from rig import board_file, fill_heap, fresh_dir, need_sockets
-from test_energy_resume import packets, publishes
-from test_memory import loopback
+from netrig import loopback, packets, publishes
 import scratch
 
 FLASH = scratch.DIR + "/short-heap"

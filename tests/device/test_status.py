@@ -118,8 +118,7 @@ class TestStatus(unittest.TestCase):
     def test_the_info_answer_is_the_status(self):
         """The info command's answer on the log topic is status(), counters included."""
         need_sockets()
-        from test_energy_resume import packets, publishes
-        from test_memory import loopback
+        from netrig import loopback, packets, publishes
         client, server = loopback()
         try:
             node = self.node

@@ -74,7 +74,8 @@ def test_commands_are_answered_and_bad_ones_change_nothing(broker, simnodes, tmp
     log = Recorder(broker, "wattlog/cmd-1/#")
     try:
         log.next("wattlog/cmd-1/status", lambda p: p == b"online")
-        time.sleep(0.5)
+        log.next("wattlog/cmd-1/log", lambda p: p.startswith(b"status "))  # said as it connects:
+        # its start-up (and its subscriptions, made before "online") is done
         before = (flash / "config.json").read_text()
         bad = [b"not json", b"[1, 2]", json.dumps({"cmd": "explode"}).encode(),
                json.dumps({"cmd": "interval", "interval_s": 0}).encode(),

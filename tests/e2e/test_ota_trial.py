@@ -139,7 +139,7 @@ def test_updates_side_by_side_with_operator_logins_beside_them(broker, collector
             for name in nodes:
                 wattlog("plug", "status", name, *login)
                 logins += 1
-            time.sleep(0.5)
+            time.sleep(0.5)  # the pace of the operator's logins beside the updates: the load itself
         outs = [t.communicate(timeout=30) for t in tools]
     finally:
         for t in tools:

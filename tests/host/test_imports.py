@@ -4,13 +4,12 @@ imports inside functions included (on the node a circle also keeps both modules 
 neither can be forgotten), and the collector's layers run one way. This is how tools/test
 runs the check (tools/test host)."""
 
-import sys
+import pathlib
+import re
 
-from test_build import REPO
+import importgraph  # tools/lib, on the path by tests/host/conftest.py
 
-sys.path.insert(0, str(REPO / "tools" / "lib"))
-
-import importgraph  # noqa: E402
+TESTS = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_neither_side_has_an_import_circle_and_the_layers_run_one_way():
@@ -32,3 +31,16 @@ def test_an_import_inside_a_function_is_an_arrow(tmp_path):
              for name, path in known.items() if path}
     assert edges == {"pkg.a": {"pkg.b"}, "pkg.b": {"pkg.a"}}
     assert importgraph.circles(edges) == [["pkg.a", "pkg.b"]]
+
+
+def test_no_test_module_imports_another():
+    """What tests share lives in modules of their own (tests/device/rig.py and netrig.py,
+    tests/host/served.py, tests/e2e/plugs.py ..., tools/lib/rig), never in another test
+    module: a test module is what the runners collect, and one imported by another runs its
+    import-time set-up twice and ties the two together."""
+    found = []
+    for path in sorted(TESTS.rglob("test_*.py")):
+        for no, line in enumerate(path.read_text().splitlines(), 1):
+            if re.match(r"\s*(from|import)\s+test_\w+", line):
+                found.append("%s:%d: %s" % (path.relative_to(TESTS), no, line.strip()))
+    assert found == [], "test modules that import another:\n" + "\n".join(found)
