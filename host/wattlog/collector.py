@@ -82,8 +82,6 @@ class Collector:
         # the appliances' runs (runs/part.py): a listener, ticked by the loop
         self.runs = parts.runs
         self.listeners = [p for p in (parts.firmware, parts.watch, parts.runs) if p is not None]
-        self.firmware.on_lost = self._lost_in_rollback
-        self._lost_held = []    # rollbacks' lost slots heard before recover(): counted after it
         self._retained = {}     # node -> the retained ack the broker holds (start-up only)
         self._held_back = []    # (topic, payload) that came before recover(): taken after it
         self._marker = None     # start-up: when it comes back, the retained acks are in
@@ -193,9 +191,6 @@ class Collector:
         held, self._held_back = self._held_back, []
         for topic, payload in held:
             self._readings(topic, payload)
-        for lost in self._lost_held:
-            self.store.nodes_state.lost_in_rollback(*lost)
-        self._lost_held = []
         self.flush_summaries("start-up")  # new or stale summaries made now, with progress
         log.info("listening on %s/+/readings", self.base_topic)
         self.notifier.started(self)
@@ -282,13 +277,6 @@ class Collector:
             self._held_back.append((topic, msg.payload))
         else:
             self._readings(topic, msg.payload)
-
-    def _lost_in_rollback(self, node, lost, update):
-        """A plug's rollback report: the slots it lost count as its lost readings (nodes.py)."""
-        if self.store.recovered:
-            self.store.nodes_state.lost_in_rollback(node, lost, update["version"])
-        else:
-            self._lost_held.append((node, lost, update["version"]))
 
     def _readings(self, topic, payload):
         kept = self.store.take(topic, payload)

@@ -49,7 +49,8 @@ def build(s, password=None):
             watch = PlugWatch(s.base_topic)
             http = _http(s, store, watch, link, influx_sink, appliances)
         os.makedirs(s.data_dir, exist_ok=True)  # this collector's own records (firmware)
-        firmware = Firmware(s.data_dir, s.base_topic, complaints=complaints)
+        firmware = Firmware(s.data_dir, s.base_topic, complaints=complaints,
+                            on_lost=store.lost_in_rollback)
         parts = Parts(store, complaints, firmware, watch, link, influx_sink, http, appliances)
         if s.cluster_nats:
             from wattlog.cluster import ClusterCollector

@@ -141,9 +141,8 @@ def cmd_rebuild(args):
         raise CliError(str(e)) from None
     shown = Progress("rebuild")
     try:
-        committer.stale = {fid: 0 for fid in committer.feeds}
         written = committer.flush_summaries(
-            lambda done, total: shown(done, total, "%d/%d feeds" % (done, total)))
+            lambda done, total: shown(done, total, "%d/%d feeds" % (done, total)), whole=True)
     finally:
         shown.close()
         committer.close()

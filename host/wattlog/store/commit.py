@@ -330,12 +330,14 @@ class Committer:
 
     # -- summaries ---------------------------------------------------------------------------
 
-    def flush_summaries(self, progress=None):
+    def flush_summaries(self, progress=None, whole=False):
         """Bring the summaries up to the committed data (rollup.py); returns bytes written.
-        What was stale is not any more, but commit.json says so only at its next write: until
-        then a restart recomputes it again (harmless)."""
+        whole=True: every feed's from its first slot (`wattlog rebuild`). What was stale is
+        not any more, but commit.json says so only at its next write: until then a restart
+        recomputes it again (harmless)."""
+        stale = {fid: 0 for fid in self.feeds} if whole else self.stale
         written = self.summaries.flush([self.feeds[fid] for fid in sorted(self.feeds)],
-                                       self.stale, progress)
+                                       stale, progress)
         self.stale = {}
         return written
 

@@ -46,6 +46,7 @@ class Writer:
     def __init__(self, complaints, max_future_s=3600, max_age_s=MAX_AGE_S):
         self.complaints = complaints
         self.nodes_state = None  # nodes.Nodes, once recover() has run: the saved state first
+        self._lost_held = []     # rollbacks' lost slots heard before recover(): counted after it
         self.ingest = Ingest(complaints, self.committer.interval, Nodes({}, complaints),
                              max_future_s=max_future_s, max_age_s=max_age_s)
         self._taken = None  # what a commit in progress took from ingest: pending()
@@ -59,6 +60,18 @@ class Writer:
         committer's recover). OSError: nothing past that point was changed."""
         self.committer.recover(acks)
         self.nodes_state = self.ingest.nodes = Nodes(self.committer.nodes, self.complaints)
+        for lost in self._lost_held:
+            self.nodes_state.lost_in_rollback(*lost)
+        self._lost_held = []
+
+    def lost_in_rollback(self, node, lost, update):
+        """A plug's rollback report (fleet/firmware.py's on_lost): the slots its failed
+        version cost count as the plug's lost readings (nodes.py); one heard before recover()
+        is counted once the saved state is loaded."""
+        if self.recovered:
+            self.nodes_state.lost_in_rollback(node, lost, update["version"])
+        else:
+            self._lost_held.append((node, lost, update["version"]))
 
     def take(self, topic, payload):
         """One readings message; the number of readings kept."""
