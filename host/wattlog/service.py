@@ -125,6 +125,7 @@ def _http(s, store, watch, link, sink, appliances=None):
     token = read_first_line(s.http_token_file, "HTTP token") if s.http_token_file else None
     operator = read_first_line(s.operator_password_file, "operator password") \
         if s.operator_password_file else None
-    api = Api(store, watch, s.broker, s.ca, s.http_read_open, token, operator, s.timezone,
-              s.tariff, s.base_topic, link, sink, appliances)
+    api = Api(store, watch, broker_url=s.broker, ca=s.ca, read_open=s.http_read_open,
+              token=token, operator_password=operator, timezone=s.timezone, tariff=s.tariff,
+              base_topic=s.base_topic, broker_link=link, sink=sink, runs=appliances)
     return Server(api, s.http_listen)

@@ -39,7 +39,7 @@ class Served:
             os.write(fd, (token + "\n").encode())
             os.close(fd)
         self.server = Server(Api(
-            self.store, self.watch, "mqtt://u@127.0.0.1:9", read_open=read_open,
+            self.store, self.watch, broker_url="mqtt://u@127.0.0.1:9", read_open=read_open,
             token=read_first_line(token_file, "HTTP token") if token_file else None,
             operator_password=read_first_line(operator, "operator password") if operator
             else None, broker_link=broker_link), "127.0.0.1:0")

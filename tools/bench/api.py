@@ -74,7 +74,7 @@ def latency(runs):
         entry = store.committer.registry.find("bench", "power")
         feed = store.committer.feeds[entry["id"]]
         engine = Engine(store.committer.summaries, lambda fid: None, store.pending)
-        server = Server(Api(store, PlugWatch("wattlog"), "mqtt://u@127.0.0.1:9"), "127.0.0.1:0")
+        server = Server(Api(store, PlugWatch("wattlog"), broker_url="mqtt://u@127.0.0.1:9"), "127.0.0.1:0")
         if not server.start():
             raise SystemExit("the API did not start")
         conn = HTTPConnection("127.0.0.1", server.port)

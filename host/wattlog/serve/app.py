@@ -70,7 +70,7 @@ class Api:
     """What the handlers share: the store (its interface), the plug watch, the settings of
     the HTTP side, the collector's links and the live stream's queues."""
 
-    def __init__(self, store, watch, broker_url=None, ca=None, read_open=True, token=None,
+    def __init__(self, store, watch, *, broker_url=None, ca=None, read_open=True, token=None,
                  operator_password=None, timezone="UTC", tariff=None, base_topic="wattlog",
                  broker_link=None, sink=None, runs=None):
         self.store = store
