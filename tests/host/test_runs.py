@@ -17,7 +17,7 @@ from wattlog.periods import Tariff
 from wattlog.runs import check
 from wattlog.runs.part import Runs
 from wattlog.runs.rebuild import rebuild
-from wattlog.runs.report import report, text
+from wattlog.runs.report import health, report, text
 from wattlog.store import open_reader
 from wattlog.store.files import Store
 from wattlog.settings import _seconds
@@ -290,6 +290,9 @@ def test_a_fridge_day_above_its_normal_is_flagged(tmp_path):
     assert last["normal"] == pytest.approx(0.3, abs=0.01)
     assert duty["trend_pp_week"] > 0
     assert "duty cycle above its normal on " + last["day"] in text(answer)
+    said = health(runs, store, "UTC", "fridge", now=start + days * 86400)  # plug health's
+    assert said["cycling"] and said["flagged"] == [last["day"]], said
+    assert last["day"] in said["note"] and "seal" in said["note"]
 
 
 def test_the_config_table_is_checked_in_words():
