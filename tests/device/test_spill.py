@@ -212,6 +212,46 @@ class TestSpill(unittest.TestCase):
         self.assertEqual(runs(f for _, f in p.send_all(ack=False)), [(744, 999)])
         self.assertEqual(p.keep.count, keepmod.CAPACITY)
 
+    def test_a_write_that_fails_midway_is_said_once_and_nothing_torn_is_sent(self):
+        """The flash fails in the middle of segments' writes (EIO after a header is written:
+        a worn block, a brown-out), twice in a row, then works again: the plug says it once,
+        keeps the readings in RAM (and the newest in RTC memory), tries again SEGMENT_RECORDS
+        later, and what it sends afterwards is every reading once, oldest first: none lost,
+        none torn, none twice."""
+        real_open = spillmod.__dict__.get("open", open)
+        failing = [2]  # writes that fail
+
+        class Torn:  # a file whose second write (the records, after the header) fails
+            def __init__(self, path, mode):
+                self.f, self.n = real_open(path, mode), 0
+
+            def write(self, data):
+                self.n += 1
+                if self.n == 2:
+                    failing[0] -= 1
+                    raise OSError(5)  # EIO
+                return self.f.write(data)
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                self.f.close()
+
+        p = Plug(ring_records=3 * 128)      # RAM holds what two failed writes leave to it
+        p.sample(0, SEGMENT_RECORDS)        # one segment on the flash
+        spillmod.open = lambda path, mode: Torn(path, mode) if failing[0] else \
+            real_open(path, mode)
+        try:  # two writes fail, the third writes what RAM held; then 5 more segments: what
+            # is sent at the end comes from the flash but for the ring's last 384
+            lost = p.sample(SEGMENT_RECORDS, 1200 - SEGMENT_RECORDS)
+        finally:
+            del spillmod.open
+        self.assertEqual((lost, p.ring.dropped, failing[0]), (0, 0, 0))
+        self.assertEqual(len(p.said), 1)
+        self.assertIn("cannot write to the flash (OSError(5", p.said[0])
+        self.assertEqual(runs(f for _, f in p.send_all()), [(0, 1199)])
+
     def test_readings_from_before_an_interval_change_keep_their_interval(self):
         """RTC memory's readings taken at 10 s, the next boot at 30 s: they go to flash with
         their interval, and their batches say 10 s."""
