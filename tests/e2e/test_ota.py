@@ -486,11 +486,11 @@ def test_an_update_fits_the_tight_heap(broker, collectors, simnodes, tmp_path, b
     did not have in about one run of two), and a manifest that does not fit is refused on
     ota/status, not a crash (tests/device/test_short_heap.py). The plug's readiness
     and its new version come from its first state and its update's own ota/status, not from
-    a command or its status line (a short heap may skip that line). Its first state, not its
-    "online": the state comes once start-up has settled (the energy total heard), and until
-    then start-up's garbage fragments the heap: a manifest sent at "online" was refused for
-    want of heap in two runs beside another tools/test (a plug that has just booted refuses
-    in words, and the update is sent again later; this test is of a running plug). Kept in
+    a command or its status line (a short heap may skip that line), once it has settled (its
+    first state): an owner updates a running plug. A manifest refused "for want of heap" at
+    23 KiB free, every time in a clone at /tmp/clone3 and never at /work/main (the path's
+    length moved start-up's strings), until the manifest's parse collected first
+    (ota/manifest.py). Kept in
     build/test-results: the tool's table (the live-heap high-water mark) and the heap free at
     rest after the update (the plug's summary as it stops)."""
     data = tmp_path / "data"
