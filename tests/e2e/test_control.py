@@ -15,7 +15,7 @@ import pytest
 
 from helpers import aligned_past, wattlog
 from plugs import finish_flooded, start_live, stop_after_info
-from rig import Recorder
+from rig import Recorder, wait_until
 from wattlog.fleet.provision import OPERATOR
 
 FLOOD_MIN = 200  # garbage commands a flooded plug takes in, at least: one a slot of its run
@@ -109,16 +109,19 @@ def test_commands_are_answered_and_bad_ones_change_nothing(broker, simnodes, tmp
 
 
 def test_wattlog_plug_switches_and_reads_a_plug(broker, simnodes):
+    """As the README says: the operator's user, its password from provision's file. Once
+    switched on again, the plug's status reaches the load's 500 W at its first whole slot (a
+    slot the relay was open for part of holds what was drawn in it: less)."""
     start_live(simnodes, broker, "cli-1")
-    """As the README says: the operator's user, its password from provision's file."""
     Recorder(broker, "wattlog/cli-1/state").next("wattlog/cli-1/state")
     login = ["--broker", "mqtt://%s@127.0.0.1:%d" % (OPERATOR, broker.port),
              "--password-file", broker.password_file(OPERATOR)]
     out = wattlog("plug", "off", "cli-1", *login)
     assert out.startswith("cli-1: relay OFF")
     out = wattlog("plug", "toggle", "cli-1", *login)
-    assert out.startswith("cli-1: relay ON") and "500.0 W" in wattlog("plug", "status", "cli-1",
-                                                                      *login)
+    assert out.startswith("cli-1: relay ON")
+    wait_until("a whole slot at 500 W after the relay closed", lambda: "500.0 W" in wattlog(
+        "plug", "status", "cli-1", *login), 40, poll_s=1.0)
     with pytest.raises(subprocess.CalledProcessError) as e:
         wattlog("plug", "on", "no-such-plug", "--timeout", 2, *login)
     assert "no plug 'no-such-plug' has ever reported" in e.value.stderr
