@@ -311,3 +311,18 @@ def test_no_default_password_or_token_exists(tmp_path):
     ca, cb = (json.loads((d / "credentials.json").read_text()) for d in (a, b))
     assert not set(ca.values()) & set(cb.values())
     assert (a / "http.token").read_text() != (b / "http.token").read_text()
+
+
+def test_the_tests_never_read_this_machines_config():
+    """Every verb a test runs reads the session's empty config (tests/conftest.py), whatever
+    /etc/wattlog holds on the machine that runs the tests (after the README's Pi install there,
+    a test read the machine's config and failed): the default path is not consulted, and the
+    processes a test starts inherit the same."""
+    import tempfile
+    path, named = settings.config_path()
+    assert named and path != settings.DEFAULT_PATH
+    assert os.path.realpath(path).startswith(os.path.realpath(tempfile.gettempdir()))
+    child = subprocess.run([sys.executable, "-c", "from wattlog import settings; "
+                            "print(settings.config_path()[0])"], capture_output=True, text=True,
+                           check=True, timeout=60)
+    assert child.stdout.strip() == path
