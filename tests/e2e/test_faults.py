@@ -55,7 +55,8 @@ def runs_of(output):
             out.append((s["first_slot"], s["produced"], s["unsent"], s["never_sent"]))
         elif line.startswith("summary "):
             s = json.loads(line[len("summary "):])
-            assert s["produced"] == (s["last_slot"] - s["first_slot"]) // INTERVAL + 1, s
+            assert s["produced"] == (s["last_slot"] - s["first_slot"]) // INTERVAL + 1, \
+                "%s\n%s" % (json.dumps(s), output[-4000:])  # the boot's whole story if not
             out.append((s["first_slot"], s["produced"], s["unsent"], s["unsent"]))
     return out
 
