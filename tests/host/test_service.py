@@ -114,14 +114,20 @@ def test_install_service_needs_root_and_says_so():
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="install-service needs root to get that far")
-def test_without_systemd_install_service_changes_nothing_and_says_what_to_run(tmp_path):
+def test_without_systemd_install_service_changes_nothing_and_says_what_to_run(tmp_path,
+                                                                             monkeypatch):
     """Issue 21 item 4: it made the user, wrote the unit, then failed on `systemctl
     daemon-reload` with no hint. On a machine that runs no systemd (sd_booted: no
     /run/systemd/system) it refuses before it changes anything, in one line naming the
-    command that runs the collector instead."""
+    command that runs the collector instead. The commands it would run (useradd, systemctl)
+    are recorded here, never run: should the refusal break, this machine keeps its users."""
     path = write_config(tmp_path)
     units = tmp_path / "units"
     units.mkdir()
+    ran = []
+    monkeypatch.setattr(systemd.subprocess, "run", lambda argv, **kw: ran.append(argv) or
+                        subprocess.CompletedProcess(argv, 0, "", ""))
+    monkeypatch.setattr(systemd.pwd, "getpwnam", lambda name: None)  # as if the user existed
     with pytest.raises(systemd.ServiceError) as e:
         systemd.install(path, unit_dir=str(units), booted_dir=str(tmp_path / "not-booted"))
     assert str(e.value) == (
@@ -129,7 +135,7 @@ def test_without_systemd_install_service_changes_nothing_and_says_what_to_run(tm
         "service to install and nothing was changed: run `%s collect --config %s` in the "
         "foreground, or under the init system this machine has (README: \"Without systemd\")"
         % (" ".join(systemd.executable()), path))
-    assert not list(units.iterdir())
+    assert not list(units.iterdir()) and ran == []
 
 
 class NotifySocket:
