@@ -27,11 +27,13 @@ must never stall cannot use, and what the overrides do instead:
   buffers, framed in buffers made once: a batch straight from the ring, with no copy and no
   allocation (tests/device/test_memory.py, test_mqtt.py).
 - umqtt.simple reads every payload into a new bytes object. Here the messages on `rx_topic`
-  (bytes) are read into `rx_buf`, a bytearray the caller made once (an update's chunks,
-  ota/transfer.py), while it is set: the callback then has a memoryview of it, valid until
-  it returns, and a plug whose heap is full of small gaps takes them all the same (a payload
-  larger than rx_buf is read as any other). Two attributes, not a method: the client's code
-  is in every plug's heap, and this is for a transfer's while.
+  (bytes) are read into `rx_buf`, a memoryview of a buffer the caller made once (an update's
+  chunks, ota/transfer.py), while it is set: the callback gets rx_buf itself when the payload
+  fills it, else a slice of it, valid until it returns, and its topic is rx_topic itself
+  (read into a buffer made once: a whole chunk allocates nothing here), so a plug whose heap
+  is full of small gaps takes them all the same (a payload larger than rx_buf is read as any
+  other). Two attributes, not a method: the client's code is in every plug's heap, and this
+  is for a transfer's while.
 - No keepalive. keep_alive(now) pings when nothing came for a quarter of the keepalive or
   nothing went for half of it, and is False once the broker has said nothing for a whole
   keepalive: it answers every PINGREQ, so the connection is gone even while writes succeed.
@@ -77,7 +79,8 @@ class Client(MQTTClient):
         self._two = bytearray(2)    # a length or packet id, big-endian
         self._one = bytearray(1)
         self._puback = bytearray(b"\x40\x02\0\0")
-        self._skip = bytearray(32)  # what a message the heap cannot take is read through
+        self._skip = bytearray(64)  # what a message the heap cannot take is read through, and
+        # a topic that may be rx_topic (_topic())
         self.rx_topic = None        # messages on this topic are read into rx_buf, if set
         self.rx_buf = None
         self.dropped_in = 0         # PUBLISHes read and dropped: no heap for their payload
@@ -310,7 +313,7 @@ class Client(MQTTClient):
         self._read(self._two, 2)
         topic_len = self._two[0] << 8 | self._two[1]
         n -= 2 + topic_len
-        topic = self._take(topic_len)
+        topic = self._topic(topic_len)
         if op & 6:
             if op & 6 != 2:
                 raise MQTTException("a QoS 2 PUBLISH, though nothing was subscribed at QoS 2")
@@ -321,9 +324,9 @@ class Client(MQTTClient):
         if n < 0:
             raise MQTTException("a PUBLISH shorter than its topic")
         rx = self.rx_buf
-        if rx is not None and n <= len(rx) and topic == self.rx_topic:
+        if rx is not None and n <= len(rx) and topic is self.rx_topic:
             self._read(rx, n)
-            msg = memoryview(rx)[:n]
+            msg = rx if n == len(rx) else rx[:n]
         else:
             try:
                 msg = self._take(n)
@@ -364,6 +367,19 @@ class Client(MQTTClient):
         self.dropped_in += 1
         self.dropped_in_bytes = n
         self.dropped_in_topic = topic
+
+    def _topic(self, k):
+        """A PUBLISH's topic of k bytes: rx_topic itself when it is that one (read into _skip,
+        no allocation), else a new bytes object."""
+        want = self.rx_topic
+        buf = self._skip
+        if want is None or k != len(want) or k > len(buf):
+            return self._take(k)
+        self._read(buf, k)
+        for i in range(k):
+            if buf[i] != want[i]:
+                return bytes(buf[:k])
+        return want
 
     def _take(self, n):
         data = self.sock.read(n)

@@ -8,8 +8,9 @@ tools/bench/wear on the MicroPython unix port (its VfsLfs2 is the ESP32's little
 1. The file system as a plug has it: the 1920 KiB littlefs of a 4 MB ESP32, holding what
    tools/deploy puts there (build/device: boot.py, main.py, lib/) and two more copies of the
    node as over-the-air updates keep them (ota/u<id>/: the running and the previous
-   version). What they take is printed: the board files' spill_kib must leave room for an
-   update's staging (spill.RESERVE_KIB) beside them.
+   version). What they take is printed, and what an update's staging takes: the spill
+   (the board's spill_kib, and spill.RESERVE_KIB left free) must fit beside them; the staging
+   shares the spill's room (an update is refused while an outage's readings fill it).
 2. The plug of boards/shelly-plus-plug-s.json (its ring_kib and spill_kib). Each month of
    30 days: a week without the collector (7 x 8640 slots, no ack: the spill
    writes a segment every 126 slots), then the collector back (every reading sent, oldest
@@ -145,10 +146,11 @@ def main():
     with open(BOARD) as f:
         spill_kib = board.spill_kib(json.load(f))
     print("file system: %d KiB littlefs; the node's files (%d bytes) take %d KiB; with two update "
-          "versions and the plug's small files %d KiB; an update's staging %d KiB more; free "
-          "beside them all %d KiB (the board's spill: %d KiB; spill.RESERVE_KIB: %d)"
-          % (total_kib, node_bytes, node_kib, all_kib, staging_kib,
-             total_kib - all_kib - staging_kib, spill_kib, spill.RESERVE_KIB))
+          "versions and the plug's small files %d KiB; free beside them %d KiB: the board's "
+          "spill, %d KiB, and spill.RESERVE_KIB, %d (an update's staging, %d KiB, shares the "
+          "spill's room: it fits when the spill is empty, as when the collector answers)"
+          % (total_kib, node_bytes, node_kib, all_kib, total_kib - all_kib, spill_kib,
+             spill.RESERVE_KIB, staging_kib))
     remove_tree("/flash/ota/stage")  # the update is done: the year runs beside the two versions
     base = list(flash.erases)
     plug = Plug()

@@ -35,8 +35,10 @@ class Updater:
         """reboot(reason): asks the node for a clean reboot (the switch's); staged: the
         manifest of a transfer the flash holds (manifest.staged), resumed."""
         self.buf = bytearray(_HDR + CHUNK)  # first, while the heap has room for one block
-        mq = link.mq  # each chunk is read into it (mqtt.py), until the package's Work drops it
-        mq.rx_topic, mq.rx_buf = link.t_ota_chunk, self.buf
+        self.view = memoryview(self.buf)     # each chunk is read into it (mqtt.py's rx_buf),
+        self.data = self.view[_HDR:]         # until the package's Work drops it: a whole
+        mq = link.mq                         # chunk is this view, its data this slice
+        mq.rx_topic, mq.rx_buf = link.t_ota_chunk, self.view
         self.link = link
         self.reboot = reboot
         self.m = None         # the manifest of the transfer under way
@@ -101,7 +103,7 @@ class Updater:
         if n > CHUNK or off + n > size:
             self.refuse(self.m, "a chunk of %s runs past its %d bytes" % (name, size))
             return
-        data = msg[_HDR:]  # msg is a memoryview of the chunks' buffer: one small object
+        data = self.data if msg is self.view else msg[_HDR:]  # a whole chunk: no allocation
         try:
             with open(self.part, "ab") as f:  # its path made once a file, not a chunk
                 f.write(data)
