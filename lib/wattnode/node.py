@@ -531,6 +531,7 @@ class Node:
 
     def status(self):
         """The node's status (the module docstring lists the keys)."""
+        self.sampler.sync()  # a close a Ctrl-C cut short: its last slot from the ring
         s, ring, link, energy = self.sampler, self.ring, self.link, self.energy
         now = self.keeper.now()
         power_w, voltage_v, current_a, _ = wire.units(s.power_dw, s.voltage_cv, s.current_ma,

@@ -289,3 +289,34 @@ class TestFirstSlot(unittest.TestCase):
                 w = self.first_slot_w(board, boot_ms)
                 self.assertTrue(abs(w - 1234.5) <= 12.345, "%s, boot at %d ms: %.1f W"
                                 % (board, boot_ms, w))
+
+
+class TestInterrupted(unittest.TestCase):
+    def test_a_ctrl_c_between_two_records_repeats_no_slot(self):
+        """A close that spans three slots (a loop held up) is cut by a KeyboardInterrupt after
+        its first record (Ctrl-C at the REPL, or a simulated plug stopped mid-catch-up): the
+        plug carries on (repl.start()), and the next close appends the slots that were not,
+        none twice; last_slot is the last record appended, so a status's readings equal its
+        slots (a status once said 2479 readings for 2478 slots)."""
+        clock, meter, ring, s = rig("constant:500", 1795000000, capacity=16)
+        real, calls = ring.append, [0]
+
+        def append(*fields):
+            real(*fields)
+            calls[0] += 1
+            if calls[0] == 2:
+                raise KeyboardInterrupt
+        ring.append = append
+        clock.t += 10
+        s.close(clock.t, clock.ticks_ms())   # slot ...000
+        clock.t += 30
+        with self.assertRaises(KeyboardInterrupt):
+            s.close(clock.t, clock.ticks_ms())  # slots ...010, 020, 030: cut after 010
+        s.sync()  # as a status does, at the REPL or as the plug stops
+        self.assertEqual(s.last_slot, 1795000010)
+        clock.t += 10
+        s.close(clock.t, clock.ticks_ms())
+        slots = [r[0] for r in records(ring)]
+        self.assertEqual(slots, list(range(1795000000, 1795000050, 10)))
+        self.assertEqual(ring.next - ring.base,
+                         (s.last_slot - s.first_slot) // s.interval_s + 1)
