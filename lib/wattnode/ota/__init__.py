@@ -94,7 +94,9 @@ Flash layout (the flash root; boot.py reads the pointer, main.py reports a faile
   ota/result                 an outcome to report once the link is up (JSON, as ota/status)
   ota/serial                 the highest manifest serial accepted (decimal; written to
                              ota/serial.tmp and renamed)
-Free flash: the manifest's total plus FLASH_MARGIN must be free before a byte is written.
+Free flash: what staging takes on littlefs (manifest.flash_needed: whole blocks a file, four
+a folder) plus FLASH_MARGIN must be free before a byte is written; the flash spill shares
+that room (spill.RESERVE_KIB), so an update waits for an outage's readings to be sent.
 
 Staged files: each is kept (renamed from .part) only once its sha256 matches, and every staged
 file is hashed again when a transfer resumes after a reboot and right before the switch: a
