@@ -137,7 +137,7 @@ class Sampler:
         """After a close cut between or inside its appends (a Ctrl-C: a KeyboardInterrupt comes
         between any two bytecodes, and the plug carries on from the REPL, or stops and says
         its status): last_slot is the ring's newest record, so no slot is appended twice and
-        a status's readings equal its slots (a simulated plug stopped mid-catch-up once said
+        a status's readings equal its slots (a plug of the fault suite stopped mid-catch-up said
         2479 of 2478). Nothing to do, and nothing allocated, otherwise."""
         ring = self.ring
         if self._seq != ring.next and self._seq >= 0:
