@@ -238,6 +238,47 @@ def test_postgresql_takes_an_earlier_batch_that_arrives_late(pg_database):
 
 
 
+@pytest.mark.parametrize("engine_name", ["phpfina", "postgres"])
+def test_a_batch_delivered_again_changes_nothing_and_one_resent_longer_adds_its_new_slots(
+        engine_name, tmp_path, request):
+    """Idempotent on every engine: a batch delivered twice (a redelivery after a collector's
+    death, a resend after a reconnect) changes no slot and no ack; a batch resent after a
+    reconnect with more records than the first time (same boot, same first seq: a key of
+    node, boot and seq alone would skip it for ever) stores its new slots and is acked to
+    its end."""
+    if engine_name == "phpfina":
+        store = Store(str(tmp_path / "data"), Complaints())
+    else:
+        from wattlog.store.postgres import PgStore
+        store = PgStore(*request.getfixturevalue("pg_database"), Complaints())
+    store.recover({})
+
+    def commit(payload):
+        store.take("wattlog/p/readings", payload)
+        done = store.commit()
+        return {node: seq for node, seq, _ in done.acks} if done else {}
+
+    def held():
+        entry = store.lookup("p/power")
+        feed = store.feed(entry)
+        return feed.start, np.asarray(store.read(entry, feed, 0, feed.npoints()))
+
+    def same(a, b):
+        return a[0] == b[0] and np.array_equal(a[1], b[1], equal_nan=True)
+
+    assert commit(batch(records(100, 0, 30))) == {"p": 30}
+    first = held()
+    assert commit(batch(records(100, 0, 30))) in ({}, {"p": 30})
+    assert same(held(), first)
+    assert commit(batch(records(100, 0, 45))) == {"p": 45}
+    longer = held()
+    assert same((longer[0], longer[1][:30]), first) and longer[0] == T0 and \
+        list(longer[1][30:]) == [np.float32(100 + k) for k in range(30, 45)]
+    assert commit(batch(records(100, 20, 25), seq=20)) in ({}, {"p": 45})
+    assert same(held(), longer)
+    store.close()
+
+
 def test_a_feed_being_made_is_its_pending_readings_not_an_error(tmp_path):
     """A commit adds a new plug's feeds to the registry, then writes their files: in between,
     the HTTP side's /api/feeds saw an entry without files and answered "error" with no
