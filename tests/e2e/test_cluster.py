@@ -4,10 +4,12 @@ it), a private PostgreSQL, three cluster collectors (`wattlog collect` with [clu
 firmware plugs (tools/simnode) and a hundred light CPython plugs (tools/lib/lightplug.py:
 wattnode.wire's batches and acks, the firmware's rules of keeping and resending).
 
-After each fault (a collector SIGKILLed, one paused past its lease and woken, a broker node
-stopped, PostgreSQL stopped for 20 s) every plug's readings drain: stored = produced per plug,
-each slot once with its value (the database's key is node and slot: a duplicate cannot exist;
-a gap is a missing slot). Real time: servers, leases and resends run by the wall clock.
+After each fault (a collector SIGKILLed, one stopped, one paused past its lease and woken, a
+broker node stopped, PostgreSQL stopped for 20 s) every plug's readings drain: stored =
+produced per plug, each slot once with its value (the database's key is node and slot: a
+duplicate cannot exist; a gap is a missing slot), and the partitions are shared fairly again
+(each live collector at most ceil(P / live)). Real time: servers, leases and resends run by
+the wall clock.
 
 The cluster is provisioned as `wattlog provision --cluster` provisions one, and the real-
 firmware plugs run with the config.json it wrote them: broker.host the three gateways, tried
@@ -43,6 +45,7 @@ PARTITIONS = 8
 COLLECTORS = 3
 LIGHT = 100
 LEASE_S = 5
+ALL = ["c%d" % i for i in range(COLLECTORS)]
 REAL = {"real-a": "washer", "real-b": "heatpump"}  # real-firmware plugs: their profiles
 STOPPED = 0  # the node stopped: the first gateway of every plug's list, where the real plugs are
 WATCHER = 2  # the gateway the watcher of the real plugs' logs is on (never stopped)
@@ -138,6 +141,13 @@ class Cluster:
                 "pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND "
                 "l.classid = %s::oid AND l.granted", (PARTITIONS_KEY,)).fetchall()}
 
+    def fair(self, live):
+        """Every partition owned, by the collectors `live` only, each holding at most its fair
+        share, ceil(P / live) (so with 8 and 3 live: 3, 3 and 2)."""
+        owners = list(self.owners().values())
+        return len(owners) == PARTITIONS and set(owners) == set(live) and \
+            max(owners.count(c) for c in live) <= math.ceil(PARTITIONS / len(live))
+
     def stored(self):
         """{node: [slot, ...]} of every reading in the database, and their power (W)."""
         with psycopg.connect(self.pg.dsn, password=self.pg.password, autocommit=True) as c:
@@ -192,8 +202,8 @@ class Cluster:
 def cluster(tmp_path_factory):
     c = Cluster(tmp_path_factory.mktemp("cluster"))
     try:
-        wait_until("every partition owned, shared by the three", lambda: len(c.owners()) ==
-                   PARTITIONS and len(set(c.owners().values())) == COLLECTORS, 60)
+        wait_until("every partition owned, a fair share each by the three",
+                   lambda: c.fair(ALL), 60)
         c.start_real()
         yield c
     finally:
@@ -261,16 +271,36 @@ def test_a_killed_collector_s_partitions_are_taken_over(cluster):
     victim.kill()
     killed = time.monotonic()
     victim.wait()
-    wait_until("the dead collector's partitions owned by the others",
-               lambda: len(cluster.owners()) == PARTITIONS and
-               "c0" not in cluster.owners().values(), 30)
+    wait_until("the dead collector's partitions owned by the others, a fair share each",
+               lambda: cluster.fair(["c1", "c2"]), 30)
     took_s = time.monotonic() - killed
     print("takeover after SIGKILL: %.1f s" % took_s)
     during(plugs, cluster, 2)
     drained(cluster, plugs)
     cluster.start_collector(0)
-    wait_until("the restarted collector holds its share again",
-               lambda: len(set(cluster.owners().values())) == COLLECTORS, 60)
+    wait_until("the restarted collector holds its share again, the others theirs",
+               lambda: cluster.fair(ALL), 60)
+
+
+def test_a_stopped_collector_commits_and_hands_its_partitions_back(cluster):
+    """SIGTERM one collector mid-stream (a `systemctl stop`): it commits what it took, acks
+    it, and lets its leases go before it exits; the others take its share at their next
+    rebalance, a fair share each, and every plug drains."""
+    plugs = light_round(cluster, aligned_past(5 * 3600 - 900), readings=45, step_s=0.3)
+    during(plugs, cluster, 2)
+    stopping = cluster.collectors[2]
+    before = cluster.log(2)
+    stopping.terminate()
+    assert stopping.wait(30) == 0
+    said = cluster.log(2)[len(before):]
+    assert "cluster collector c2 stopped" in said and "last commit failed" not in said, said
+    wait_until("the stopped collector's partitions owned by the others, a fair share each",
+               lambda: cluster.fair(["c0", "c1"]), 30)
+    during(plugs, cluster, 1)
+    drained(cluster, plugs)
+    cluster.start_collector(2)
+    wait_until("the restarted collector holds its share again, the others theirs",
+               lambda: cluster.fair(ALL), 60)
 
 
 def test_a_paused_collector_that_lost_its_lease_writes_and_acks_nothing(cluster):
@@ -294,8 +324,8 @@ def test_a_paused_collector_that_lost_its_lease_writes_and_acks_nothing(cluster)
                lambda: "joining again" in cluster.log(1)[len(before):], 60)
     during(plugs, cluster, 2)
     drained(cluster, plugs)
-    wait_until("the woken collector holds its share again",
-               lambda: len(set(cluster.owners().values())) == COLLECTORS, 60)
+    wait_until("the woken collector holds its share again, the others theirs",
+               lambda: cluster.fair(ALL), 60)
 
 
 def test_a_broker_node_stopped_loses_nothing_and_pubacks_go_on(cluster):
@@ -337,7 +367,10 @@ def test_a_broker_node_stopped_loses_nothing_and_pubacks_go_on(cluster):
         longest = max(longest, run)
     print("longest span without a PUBACK while a node was down: %.1f s (%d stalls)"
           % (longest, len(stalls)))
-    assert longest < 8, "PUBACKs stopped for %.1f s while a node was down" % longest
+    # the stream keeps its quorum and its leader hands over as the node stops (SIGTERM):
+    # PUBACKs go on (0.0 s without one here on a quiet machine); 4 s of none is a stream that
+    # waited for an election, or for the node to come back
+    assert longest < 4, "PUBACKs stopped for %.1f s while a node was down" % longest
 
 
 def test_the_database_away_for_20_s_loses_nothing(cluster):
