@@ -1,8 +1,9 @@
 """cluster.py - a collector of a cluster (README "Past one Pi"): readings from a NATS JetStream
 cluster's partitions into the shared PostgreSQL, acks to the plugs (live over NATS, retained
 through the MQTT gateway). Any number run side by side; any one may die.
-(About 430 lines, one concern: a cluster collector's loop, its leases and its acks; the parts it
-shares with the single Pi's collector, the store and the HTTP side, are service.py's.)
+(About 450 lines, one concern: a cluster collector's loop, its leases and its acks; the parts it
+shares with the single Pi's collector, the store, the HTTP side and the InfluxDB sink, are
+service.py's.)
 
     plugs --MQTT--> NATS (3 nodes): wattlog.<node>.readings mapped to wlpart.<p>.<...>
             collectors: each owns a fair share of the P partitions, by lease
@@ -44,6 +45,13 @@ that reconnects therefore finds a retained ack at most RETAIN_S old: it sends ag
 after it, which the database stores once (its writes are idempotent), and the next commit
 acks it all.
 
+The InfluxDB sink ([influx]) runs in one collector at a time: the one holding the sink's duty,
+a lease like a partition's (postgres.SINK_DUTY), taken by whichever collector finds it free at
+a rebalance. It follows the whole database, and its cursor is in the database too, so the
+next holder goes on where the last one left off; what a dead holder wrote but had not yet
+recorded in the cursor is written again, and InfluxDB keeps one point a series and time. The
+other collectors' /api/health says another collector writes.
+
 Threads: the asyncio loop (NATS, takes, commits, leases: the store is only touched there);
 paho's network thread for MQTT (acks out, statuses in; a status is handed to the loop).
 """
@@ -59,7 +67,7 @@ import time
 from wattlog.fleet.natsconf import PARTITION_PREFIX, READINGS_STREAM, partition_of, subject
 from wattlog.mqtt import client_for, close, parse_broker
 from wattlog.store.ingest import NODE_ID
-from wattlog.store.postgres import LeaseLost, StoreUnavailable
+from wattlog.store.postgres import SINK_DUTY, LeaseLost, StoreUnavailable
 from wattlog.systemd import Notifier
 from wattnode import wire
 
@@ -81,6 +89,7 @@ class ClusterCollector:
         self.listeners = [p for p in (parts.firmware, parts.watch) if p is not None]
         self.http = parts.http
         self.sink = parts.sink
+        self.sending = False     # this collector holds the sink's duty (_sink_duty)
         self.broker_link = parts.link
         self.complaints = parts.complaints
         self.notifier = Notifier()
@@ -296,6 +305,26 @@ class ClusterCollector:
             log.info("partition %d taken (%d of %d, %d collectors live)", p, len(self.owned),
                      share, live)
 
+    def _sink_duty(self):
+        """The InfluxDB sink runs in one collector of the cluster: the one whose session holds
+        SINK_DUTY, taken at a rebalance when it is free, gone with the session as the
+        partitions' leases are (a collector killed, or paused past its lease). It follows
+        the whole database, its cursor in it (service.sink), so the next holder goes on where
+        the last one's cursor was; a point written twice is one point in InfluxDB."""
+        if self.sink is None or self.sending or self.sink.running():
+            return  # (running: the thread of a duty lost is still ending a write)
+        if self.store.committer.take_duty(SINK_DUTY):
+            self.sending = True
+            log.info("InfluxDB sink: this collector writes the cluster's readings")
+            self.sink.start()
+        else:
+            self.sink.link.elsewhere("another collector of the cluster writes")
+
+    def _stop_sink(self):
+        if self.sending:
+            self.sink.stop()
+            self.sending = False
+
     def _nodes_of(self, p):
         return [n for n in self.store.committer.node_names()
                 if partition_of(n, self.partitions) == p]
@@ -338,6 +367,7 @@ class ClusterCollector:
         for task in self.owned.values():
             task.cancel()
         self.owned, self.unacked, self._last_ack = {}, [], {}
+        self._stop_sink()
         log.error("%s: the %d readings not yet committed are left to the partitions' new "
                   "owners; joining again", why, dropped)
 
@@ -393,6 +423,7 @@ class ClusterCollector:
                     if joined and now - last_rebalance >= REBALANCE_S:
                         last_rebalance = now
                         await self._rebalance(js)
+                        self._sink_duty()
                     self._answer_clocks()
                     if joined and now - last_commit >= self.commit_interval_s:
                         last_commit = now
@@ -412,6 +443,7 @@ class ClusterCollector:
                     last_status, counted = now, self._status(now - last_status, counted)
         finally:
             self.notifier.stopping(self)
+            self._stop_sink()
             try:
                 await self._commit("shutdown")
             except StoreUnavailable as e:

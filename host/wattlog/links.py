@@ -6,8 +6,9 @@ Health view say it in words and colour.
     link.up()                            # "up" since now
     link.down("cannot reach ... (Connection refused)")   # "down" since now, with the reason
     link.down("...")                     # still down since then; the reason is the latest
-    link.status()    # {"state": "starting"|"up"|"down", "since": unix s, "address": ...,
-                     #  "reason": "..." (down only)}
+    link.elsewhere("another collector of the cluster sends")   # another process uses it
+    link.status()    # {"state": "starting"|"up"|"down"|"elsewhere", "since": unix s,
+                     #  "address": ..., "reason": "..." (down and elsewhere only)}
     link.listen(fn)  # fn(status) on each change, in the owner's thread: it must be quick
 
 Design notes:
@@ -47,6 +48,14 @@ class Link:
         since = was["since"] if was["state"] == "down" else int(self.clock())
         self._set({"state": "down", "since": since, "address": was["address"],
                    "reason": reason})
+
+    def elsewhere(self, reason):
+        """Not this process's to use now: another does the work (a cluster's InfluxDB sink runs
+        in one collector; the others say so, and which it is not)."""
+        was = self._status
+        if was["state"] != "elsewhere":
+            self._set({"state": "elsewhere", "since": int(self.clock()),
+                       "address": was["address"], "reason": reason})
 
     def _set(self, status):
         self._status = status

@@ -99,12 +99,17 @@ def influx(s):
 
 def sink(s, store):
     """The InfluxDB sink of the settings' [influx], following the store's committed data
-    (either engine), its cursor in the collector's data directory; or None."""
+    (either engine), its cursor in the collector's data directory; a cluster's collectors
+    keep it in the database (one of them sends: cluster.py), as "influx"; or None."""
     if not s.influx_url:
         return None
     from wattlog.bridges.sink import Sink
     writer, schema = influx(s)
-    return Sink(store, s.data_dir, writer, schema, horizon_s=s.max_age_s + 3600)
+    cursor = None
+    if s.cluster_nats:
+        from wattlog.store.postgres import PgDocument
+        cursor = PgDocument(store.conns, "influx")
+    return Sink(store, s.data_dir, writer, schema, horizon_s=s.max_age_s + 3600, cursor=cursor)
 
 
 def runs(s, store):

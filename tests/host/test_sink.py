@@ -348,3 +348,41 @@ def test_the_sink_follows_a_postgresql_store_and_its_grid_moving_back(tmp_path, 
         assert list(feeds.values()) == [{"next": 300, "start": T0, "holes": []}]
     finally:
         store.close()
+
+
+def test_a_cluster_s_sink_goes_on_where_the_last_collector_s_cursor_left_off(
+        tmp_path, receiver, pg_database):
+    """A cluster's collectors keep the sink's cursor in the database (wl_docs "influx"): the
+    collector that takes the sink's duty over from another goes on where the other's cursor
+    was, from its own directory (which holds no cursor), sending nothing twice."""
+    from batches import batch
+    from wattlog.store.postgres import PgDocument, PgStore
+
+    def recs(first, n):
+        return [(T0 + 10 * k, 100.0 + k, 1000 + k, 230.0, 0.5) for k in range(first, first + n)]
+
+    def follower(store, own_dir):
+        return Sink(store, str(own_dir), Writer(Target("influx://127.0.0.1:%d/wattlog"
+                                                       % receiver.port)), Schema("sp3s"),
+                    horizon_s=40 * 86400, cursor=PgDocument(store.conns, "influx"))
+
+    store = PgStore(*pg_database, Complaints())
+    try:
+        store.recover({})
+        store.take("wattlog/p/readings", batch(recs(0, 100)))
+        store.commit()
+        (tmp_path / "c0").mkdir()
+        (tmp_path / "c1").mkdir()
+        assert follower(store, tmp_path / "c0").poll() == 100
+        store.take("wattlog/p/readings", batch(recs(100, 50), seq=100))
+        store.commit()
+        assert follower(store, tmp_path / "c1").poll() == 50  # not 150: the cursor went on
+        sent = [line for body in receiver.bodies for line in body.splitlines()]
+        assert sorted(int(line.rsplit(" ", 1)[1]) for line in sent) == \
+            [T0 + 10 * k for k in range(150)]
+        assert not (tmp_path / "c0" / FILE).exists() and not (tmp_path / "c1" / FILE).exists()
+        doc = PgDocument(store.conns, "influx").read()
+        (feeds,) = [t["feeds"] for t in doc["targets"].values()]
+        assert list(feeds.values()) == [{"next": 150, "start": T0, "holes": []}]
+    finally:
+        store.close()

@@ -127,10 +127,29 @@ def tidy(holes, oldest_slot):
     return out
 
 
+class CursorFile:
+    """The cursor's place on one machine: <data>/influx.json, replaced atomically."""
+
+    def __init__(self, data_dir):
+        self.path = os.path.join(data_dir, FILE)
+
+    def __str__(self):
+        return self.path
+
+    def read(self):
+        """The document, or None; ValueError: it is damaged."""
+        return durable.read_json(self.path)
+
+    def write(self, doc):
+        durable.write_json(self.path, doc, mode=0o644)
+
+
 class Sink:
     def __init__(self, store, data_dir, writer, schema, batch_points=BATCH_POINTS, poll_s=1.0,
-                 horizon_s=MAX_AGE_S + 3600, clock=time.time):
-        """store: what it follows (the storage interface); data_dir: where its cursor lives."""
+                 horizon_s=MAX_AGE_S + 3600, clock=time.time, cursor=None):
+        """store: what it follows (the storage interface); data_dir: where its cursor lives,
+        unless `cursor` is another place for it (read(), write(doc): a cluster's is in its
+        database, postgres.PgDocument, so that whichever collector sends goes on from it)."""
         self.store = store
         self.writer = writer
         self.schema = schema
@@ -138,7 +157,7 @@ class Sink:
         self.poll_s = poll_s
         self.horizon_s = horizon_s
         self.clock = clock
-        self.path = os.path.join(data_dir, FILE)
+        self.place = cursor or CursorFile(data_dir)
         self.key = writer.target.key(schema)
         self.complaints = Complaints()
         self.link = Link(str(writer.target))  # up after a write went through (links.py)
@@ -158,10 +177,10 @@ class Sink:
 
     def load(self):
         try:
-            doc = durable.read_json(self.path)
+            doc = self.place.read()
         except ValueError as e:
             log.error("%s is damaged (%s): the InfluxDB sink starts again from the start of "
-                      "every feed (points already there are only written again)", self.path, e)
+                      "every feed (points already there are only written again)", self.place, e)
             doc = None
         if not isinstance(doc, dict) or not isinstance(doc.get("targets"), dict):
             doc = {"version": 1, "targets": {}}
@@ -171,7 +190,7 @@ class Sink:
         self._saved_at = time.monotonic()
 
     def save(self):
-        durable.write_json(self.path, self._doc, mode=0o644)
+        self.place.write(self._doc)
         self._saved_at = time.monotonic()
         self._dirty = False
 
@@ -300,9 +319,16 @@ class Sink:
 
     def start(self):
         log.info("InfluxDB sink: %s, schema %s, cursor in %s", self.writer.target,
-                 self.schema.name, self.path)
+                 self.schema.name, self.place)
+        self._stop.clear()
+        self.cursor = self._seen = None  # read again: another collector may have moved it
+        self._catching_up = True
         self._thread = threading.Thread(target=self._run, name="influx-sink", daemon=True)
         self._thread.start()
+
+    def running(self):
+        """Its thread is still at work (stop() waits for it only a little)."""
+        return self._thread is not None and self._thread.is_alive()
 
     def stop(self, timeout_s=1.0):
         """Ask the thread to end, and wait for it a little: a write in flight is not waited

@@ -35,6 +35,9 @@ Tables (schema made here, idempotently, by the first store that connects):
                never on the commit's path, so a query past it reads the readings themselves
   wl_commits   a sequence: each commit's number, carried by its acks (commitfile.py's role)
   wl_meta      last_commit: when the last commit was made (unix s)
+  wl_docs      key, doc (jsonb): a small document a part keeps in the database rather than in
+               one collector's directory, so that another collector can take its duty over
+               (the InfluxDB sink's cursor in a cluster: "influx")
 
 A commit is one transaction: readings (COPY into a staging table, then one INSERT ... ON
 CONFLICT), the nodes' grid and state (the states that changed in one UPDATE, not a statement
@@ -76,6 +79,7 @@ CREATE TABLE IF NOT EXISTS wl_summary_upto (
     node_id integer PRIMARY KEY, upto integer NOT NULL);
 CREATE SEQUENCE IF NOT EXISTS wl_commits;
 CREATE TABLE IF NOT EXISTS wl_meta (key text PRIMARY KEY, value bigint NOT NULL);
+CREATE TABLE IF NOT EXISTS wl_docs (key text PRIMARY KEY, doc jsonb NOT NULL);
 """ % ", ".join("%s_n integer, %s_mean real, %s_min real, %s_max real" % (c, c, c, c)
                 for c in CHANNELS)
 
@@ -93,6 +97,8 @@ MEMBERS_KEY = 0x776C6D00     # pg_advisory_lock(MEMBERS_KEY, i): collector i is 
 PARTITIONS_KEY = 0x776C7000  # pg_advisory_lock(PARTITIONS_KEY, p): partition p is owned
 MAX_MEMBERS = 1024
 SCHEMA_KEY = 0x776C7300      # pg_advisory_xact_lock: one collector makes the tables at a time
+DUTIES_KEY = 0x776C6400      # pg_advisory_lock(DUTIES_KEY, d): duty d is done by its holder
+SINK_DUTY = 1                # the InfluxDB sink: one collector of a cluster sends
 
 
 def _connect(dsn, password, autocommit, name="wattlog"):
@@ -269,6 +275,26 @@ class PgReader(Interface):
         return self.stored_status()
 
 
+class PgDocument:
+    """A JSON document kept in wl_docs under `key`, read and replaced whole (the InfluxDB
+    sink's cursor in a cluster: whichever collector sends goes on from it)."""
+
+    def __init__(self, conns, key):
+        self.conns, self.key = conns, key
+
+    def __str__(self):
+        return "the database's wl_docs %r" % self.key
+
+    def read(self):
+        """The document, or None when there is none yet; StoreUnavailable."""
+        rows = self.conns.query("SELECT doc FROM wl_docs WHERE key = %s", (self.key,))
+        return rows[0][0] if rows else None
+
+    def write(self, doc):
+        self.conns.query("INSERT INTO wl_docs VALUES (%s, %s::jsonb) ON CONFLICT (key) DO "
+                         "UPDATE SET doc = EXCLUDED.doc RETURNING 1", (self.key, json.dumps(doc)))
+
+
 class PgCommitter:
     """The commit protocol on PostgreSQL (writer.py's committer): one transaction a commit."""
 
@@ -361,6 +387,11 @@ class PgCommitter:
 
     def release(self, partition):
         self._one("SELECT pg_advisory_unlock(%s, %s)", (PARTITIONS_KEY, partition))
+
+    def take_duty(self, duty):
+        """A duty one collector of the cluster does (SINK_DUTY): True when this session holds
+        it now; it ends with the session, as the partitions' leases do."""
+        return self._one("SELECT pg_try_advisory_lock(%s, %s)", (DUTIES_KEY, duty))
 
     def reset(self):
         """After LeaseLost: a fresh session at the next use (not fenced until join())."""

@@ -147,6 +147,8 @@ export function linkWords(name, link) {
       since(link.since);
   }
   if (link.state === "down") return "unreachable since " + since(link.since) + ": " + link.reason;
+  if (link.state === "elsewhere") return "written by another collector of the cluster (to " +
+    link.address + ")";
   return name === "broker" ? "connecting to " + link.address
     : "no write yet (to " + link.address + ")";
 }

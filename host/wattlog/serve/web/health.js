@@ -20,7 +20,8 @@ export function rowsTable(table, rows) {
 }
 
 export function linkRow(name, heading, link) {
-  return [heading, linkWords(name, link), link.state === "up" ? "" : "warn", name];
+  const fine = link.state === "up" || link.state === "elsewhere";
+  return [heading, linkWords(name, link), fine ? "" : "warn", name];
 }
 
 export function writtenRows(h) {
