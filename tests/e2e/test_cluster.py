@@ -167,6 +167,14 @@ class Cluster:
                 "l.pid WHERE l.locktype = 'advisory' AND l.classid = %s::oid AND l.objid = %s "
                 "AND l.granted", (DUTIES_KEY, SINK_DUTY)).fetchall()]
 
+    def energy_before(self, t):
+        """{node: its energy total (Wh) in the database's last reading before time t}."""
+        with psycopg.connect(self.pg.dsn, password=self.pg.password, autocommit=True) as c:
+            return {node: round(kwh * 1000) for node, kwh in c.execute(
+                "SELECT DISTINCT ON (n.node) n.node, r.energy FROM wl_readings r JOIN wl_nodes "
+                "n ON n.id = r.node_id WHERE r.slot < %s AND r.energy IS NOT NULL ORDER BY "
+                "n.node, r.slot DESC", (t // lightplug.INTERVAL_S,)).fetchall()}
+
     def stored(self):
         """{node: [slot, ...]} of every reading in the database, and their power (W)."""
         with psycopg.connect(self.pg.dsn, password=self.pg.password, autocommit=True) as c:
@@ -306,8 +314,13 @@ def test_a_killed_collector_s_partitions_are_taken_over(cluster):
 def test_a_stopped_collector_commits_and_hands_its_partitions_back(cluster):
     """SIGTERM one collector mid-stream (a `systemctl stop`): it commits what it took, acks
     it, and lets its leases go before it exits; the others take its share at their next
-    rebalance, a fair share each, and every plug drains."""
-    plugs = light_round(cluster, aligned_past(5 * 3600 - 900), readings=45, step_s=0.3)
+    rebalance, a fair share each, and every plug drains. As the plugs came online for this
+    round, each was answered its clock by its partition's owner now (the restarted collector
+    took partitions back that the others had written to) with its energy total as the
+    database holds it, whoever wrote it: a plug's energy never goes back across collectors."""
+    start = aligned_past(5 * 3600 - 900)
+    energy = cluster.energy_before(start)
+    plugs = light_round(cluster, start, readings=45, step_s=0.3)
     during(plugs, cluster, 2)
     stopping = cluster.collectors[2]
     before = cluster.log(2)
@@ -319,6 +332,12 @@ def test_a_stopped_collector_commits_and_hands_its_partitions_back(cluster):
                lambda: cluster.fair(["c0", "c1"]), 30)
     during(plugs, cluster, 1)
     drained(cluster, plugs)
+    # (this round's own readings, 0..44 Wh, stay below the last round's total, 89 Wh: what
+    # is answered is the database's)
+    answered = {node: [c.get("energy_wh") for c in plug.clocks]
+                for node, plug in plugs.plugs.items()}
+    assert {node: said[:1] for node, said in answered.items()} == \
+        {node: [energy.get(node)] for node in plugs.plugs}
     cluster.start_collector(2)
     wait_until("the restarted collector holds its share again, the others theirs",
                lambda: cluster.fair(ALL), 60)
@@ -411,6 +430,52 @@ def test_the_database_away_for_20_s_loses_nothing(cluster):
         cluster.pg.start()
     during(plugs, cluster, 2)
     drained(cluster, plugs, timeout_s=240)
+
+
+def call(port, path):
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=30) as r:
+        return json.load(r)
+
+
+def test_every_collector_serves_every_plug_s_data_and_dashboard(cluster):
+    """The cluster store behind the HTTP side: each collector's emoncms feed API answers a
+    real plug's power slot for slot as the database holds it (whoever owns its partition),
+    and the dashboard, in a real headless Chromium, shows the plug's live power on its card
+    and draws its history."""
+    node = "real-a"
+    first = cluster.real_start // 10
+    rows = [(slot, p) for slot, p in cluster.stored()[node] if slot < first + 360]
+    assert len(rows) == 360  # the first hour, stored through the faults
+    for k in range(COLLECTORS):
+        feeds = call(cluster.ports[k], "/emoncms/feed/list.json")
+        assert {f["tag"] for f in feeds} >= set(REAL) | set(cluster.light)
+        fid = next(f["id"] for f in feeds if f["tag"] == node and f["name"] == "power")
+        got = call(cluster.ports[k], "/emoncms/feed/data.json?id=%s&start=%d&end=%d&interval=10"
+                   % (fid, cluster.real_start * 1000, (cluster.real_start + 3590) * 1000))
+        assert [(t // 10000, np.float32(v)) for t, v in got] == \
+            [(slot, np.float32(p)) for slot, p in rows], k
+    from dashrig import CHROMIUM, Chromium, Page
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("Debian's chromium is not installed: run tools/setup")
+    chromium = Chromium()
+    chromium.url = "http://127.0.0.1:%d/" % cluster.ports[1]
+    p = Page(chromium)
+    try:
+        p.open()
+        shown = p.wait("(node) => { const c = [...document.querySelectorAll('.card[data-node]')]"
+                       ".find((c) => c.dataset.node === node); const v = c && c.querySelector("
+                       "'[data-field=power]').textContent; "
+                       "return /^[\\d.]+ k?W$/.test(v) && v; }", arg=node, timeout_s=60)
+        assert shown
+        p.open("#history?feeds=%s&start=%d&end=now" % (node, cluster.real_start))
+        drawn = p.wait("() => { const u = window.wattlog && window.wattlog.chart; if (!u || "
+                       "!window.wattlogDrawn) return null; return { label: u.series[1].label, "
+                       "values: Array.from(u.data[1]).filter((v) => v != null).length }; }",
+                       timeout_s=60)
+        assert drawn["label"] == node and drawn["values"] >= 300, drawn
+    finally:
+        p.close()
+        chromium.close()
 
 
 def test_real_firmware_plugs_kept_every_slot_through_the_faults(cluster):

@@ -8,6 +8,7 @@ and will) with the rules the firmware keeps, and nothing else (no meter, no cloc
     arrives at a reconnect frees what it covers), sends again from `resend` when asked, and
     sends again everything not covered after RESEND_S (the firmware: three commit intervals);
   - a reconnect sends again everything still held (its batches carry `held`: the oldest);
+  - the clock answers it hears are kept (`clocks`), for a test to read;
     a lost connection is made again to the next gateway in turn (the firmware's host list).
 
 Each LightPlugs is a new boot of its plugs (a boot number of its own): a round of readings
@@ -54,6 +55,7 @@ class LightPlug:
         self.client.on_disconnect = self._on_disconnect
         self.client.on_publish = self._on_publish
         self.pubacks = 0       # PUBACKs received: the broker took a batch
+        self.clocks = []       # the clock answers heard: {"time", "energy_wh", ...}
         self.ports = ports  # the gateways, the first one's first
         self.port = ports[0]
 
@@ -87,6 +89,8 @@ class LightPlug:
                 self.sent = max(self.sent, self.acked)
             elif kind == wire.RESEND and ack["boot"] == self.boot:
                 self.sent = min(self.sent, max(ack["resend"], self.acked))
+            elif kind == wire.CLOCK:  # kept, not acted on: no clock or energy of its own
+                self.clocks.append(ack)
 
     def record(self, buf, off, k):
         wire.pack_record(buf, off, self.start + INTERVAL_S * k - wire.EPOCH_UNIX,
