@@ -50,8 +50,8 @@ class Link:
                    "reason": reason})
 
     def elsewhere(self, reason):
-        """Not this process's to use now: another does the work (a cluster's InfluxDB sink runs
-        in one collector; the others say so, and which it is not)."""
+        """Not this process's to use now: another one does the work (a cluster's InfluxDB sink
+        runs in one collector at a time; the others say so)."""
         was = self._status
         if was["state"] != "elsewhere":
             self._set({"state": "elsewhere", "since": int(self.clock()),

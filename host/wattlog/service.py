@@ -113,9 +113,11 @@ def sink(s, store):
 
 
 def runs(s, store):
-    """The runs part (runs/part.py) of the settings' [runs], or None when it is off."""
+    """The runs part (runs/part.py) of the settings' [runs], or None when it is off, and in a
+    cluster's collectors, which do not find runs yet (each would need the runs of the plugs
+    of its partitions only, their detectors' state in the database, handed over with them)."""
     options = s.runs or {}
-    if not options.get("enabled", True):
+    if not options.get("enabled", True) or s.cluster_nats:
         return None
     from wattlog.periods import Tariff
     from wattlog.runs.part import SAVE_EVERY_S, Runs

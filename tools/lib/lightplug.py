@@ -23,6 +23,7 @@ can be checked slot by slot. Each plug has one paho client (its own network thre
 hundred fit one process.
 """
 
+import gc
 import json
 import random
 import threading
@@ -122,6 +123,11 @@ class LightPlug:
 class LightPlugs:
     def __init__(self, creds, nodes, ports, start, readings=60, batch=3, step_s=0.05):
         """creds: {user: password}; ports: MQTT ports, the plugs spread over them in turn."""
+        # paho closes a client's socket pair (made by loop_start) only when the client is
+        # collected, and its select() takes no descriptor above 1023: the clients of rounds
+        # stopped before (reference cycles with their threads) go now, before three new
+        # descriptors a plug are made
+        gc.collect()
         ports = list(ports)
         self.plugs = {n: LightPlug(n, creds[n], ports[i % len(ports):] + ports[:i % len(ports)],
                                    start, readings, batch) for i, n in enumerate(nodes)}

@@ -14,8 +14,9 @@ acknowledged, the store stays the source of truth, and either engine is followed
 PHPFina files (commit.json's lengths) or PostgreSQL.
 
 The cursor, <data>/influx.json (the collector's own directory, whichever engine it stores
-into), replaced atomically (durable.py) at the end of every pass and every CURSOR_EVERY_S
-while catching up:
+into; a cluster's collectors keep it in the database instead, where the next one to send
+finds it: postgres.PgDocument), replaced atomically (durable.py) at the end of every pass and
+every CURSOR_EVERY_S while catching up:
 
     {"version": 1, "targets": {"<Target.key>": {"feeds": {"<feed id>": {
         "next": <first slot not sent yet>, "start": <the grid's slot 0, unix s>,

@@ -19,7 +19,8 @@ def add_routes(router, api):
 
 async def runs(api, request):
     if api.runs is None:
-        raise ApiError(404, "runs are off in this collector's config ([runs] enabled = false)")
+        raise ApiError(404, "runs are off in this collector: its config says [runs] enabled = "
+                       "false, or it is a cluster's collector, which finds no runs yet")
     node = param(request, "plug")
     if node is not None and (not NODE_ID.match(node) or node not in api.runs.nodes()):
         raise ApiError(404, "no runs of a plug %s here; GET /api/runs lists the plugs"
