@@ -8,8 +8,8 @@ and will) with the rules the firmware keeps, and nothing else (no meter, no cloc
     arrives at a reconnect frees what it covers), sends again from `resend` when asked, and
     sends again everything not covered after RESEND_S (the firmware: three commit intervals);
   - a reconnect sends again everything still held (its batches carry `held`: the oldest);
-  - the clock answers it hears are kept (`clocks`), for a test to read;
-    a lost connection is made again to the next gateway in turn (the firmware's host list).
+    a lost connection is made again to the next gateway in turn (the firmware's host list);
+  - the clock answers it hears are kept (`clocks`), for a test to read.
 
 Each LightPlugs is a new boot of its plugs (a boot number of its own): a round of readings
 after another is not taken for one already acknowledged.
