@@ -15,18 +15,38 @@ BOOT = 0x5EED  # the boot id Broker.batch() expects of the node's batches
 
 
 def listener(ports=range(47100, 47200)):
-    """A listening socket on the first free loopback port of `ports`: (socket, port)."""
+    """A listening socket on the first free loopback port of `ports`: (socket, port). A port
+    counts as free once it listens: with SO_REUSEADDR two sockets may bind one port (another
+    test run beside this one, the same range), and only the first listen() takes it."""
     need_sockets()
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     for port in ports:
+        srv = socket.socket()
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             srv.bind(socket.getaddrinfo("127.0.0.1", port)[0][-1])
-            break
+            srv.listen(1)
+            return srv, port
+        except OSError:
+            srv.close()
+    raise OSError("no free TCP port in %r" % (ports,))
+
+
+def free_udp_port(ports):
+    """A loopback UDP port of `ports` no socket holds. The node's Broadlink server binds with
+    SO_REUSEADDR, and two UDP sockets that both set it share a port on Linux, each datagram
+    going to one of them: a test beside another test run (the same range) would then miss
+    its own. A probe without it fails on a port held, and is closed before the test binds."""
+    need_sockets()
+    for port in ports:
+        probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            probe.bind(socket.getaddrinfo("0.0.0.0", port)[0][-1])
+            return port
         except OSError:
             continue
-    srv.listen(1)
-    return srv, port
+        finally:
+            probe.close()
+    raise OSError("no free UDP port in %r" % (ports,))
 
 
 def loopback():

@@ -18,6 +18,7 @@ from binascii import unhexlify
 
 import micropython
 
+from netrig import free_udp_port
 from rig import need_sockets
 
 try:
@@ -337,13 +338,8 @@ class TestBroadlink(unittest.TestCase):
     def test_service_allocates_nothing_while_no_datagram_waits_and_answers_one(self):
         need_sockets()
         srv = Plug().srv
-        for port in range(47300, 47400):
-            srv.port = port
-            try:
-                srv.open()
-                break
-            except OSError:
-                continue
+        srv.port = free_udp_port(range(47300, 47400))
+        srv.open()
         try:
             gc.collect()
             srv.service()
