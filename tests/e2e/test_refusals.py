@@ -12,7 +12,7 @@ import pytest
 
 from helpers import aligned_past, wattlog
 from plugs import start_live
-from rig import SimPlug
+from rig import Recorder, SimPlug
 from wattlog.fleet.provision import OPERATOR
 
 
@@ -45,6 +45,13 @@ def test_wattlog_plug_with_a_user_that_may_not_switch_says_so(broker, simnodes, 
     once with a line saying the broker refused (MQTT 5's "Not authorized"), instead of waiting
     and saying the plug did not confirm."""
     start_live(simnodes, broker, "refused-1")
+    # its first state retained before anyone asks: `plug status` takes what is retained then
+    # (on a busy machine the plug had not said one yet, and status said "relay ?")
+    watch = Recorder(broker, "wattlog/refused-1/state", name="refusals-watch")
+    try:
+        watch.next("wattlog/refused-1/state", lambda p: json.loads(p).get("relay") == "ON", 60)
+    finally:
+        watch.close()
     viewer = "wattlog-test-viewer"
     broker.client("viewer")  # makes the user, allowed everything...
     acl = os.path.join(broker.auth, "acl")
