@@ -126,6 +126,9 @@ class Cluster:
         return path
 
     def start_collector(self, i):
+        # a port of its own at each start: the one a stopped collector had may be taken by
+        # another program meanwhile (a restart on it failed: "address already in use")
+        self.ports[i] = free_port()
         log = open(os.path.join(self.work, "c%d.log" % i), "a")
         self.collectors[i] = subprocess.Popen(
             [sys.executable, "-m", "wattlog.cli", "collect", "--config", self.config(i)],
