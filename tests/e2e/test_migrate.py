@@ -285,7 +285,9 @@ def test_a_plug_the_cluster_took_over_first_keeps_the_newer_state(tmp_path, pg):
     """plug-a moved to the cluster before its history did: the cluster stored its last 100
     slots again (the plug resent what the Pi had not acknowledged) and 200 more, with a later
     acked seq. The history fills in below without a conflict, the slots both hold are the same,
-    and the plug's state is the cluster's (said in a note), so its acks do not go back."""
+    and the plug's state is the cluster's (said in a note), so its acks do not go back. What
+    the cluster's InfluxDB sink takes for "something new was committed" changed, so it sends
+    the history too."""
     from wattlog.store.postgres import PgStore
     data, dsn, start = tmp_path / "data", pg.dsn, aligned_past(86400)
     recs = records(start, 10, 1300, 300.0)
@@ -296,9 +298,11 @@ def test_a_plug_the_cluster_took_over_first_keeps_the_newer_state(tmp_path, pg):
         cluster.take("wattlog/plug-a/readings", batch(recs[i:i + 50], boot=4, seq=i))
     cluster.commit()
     cluster.close()
+    seen = db_reader(dsn, pg).committed()[0]
     done = migrate(data, dsn, pg)
     assert done.returncode == 0, done.stderr
     db = db_reader(dsn, pg)
+    assert db.committed()[0] > seen
     assert db.nodes()["plug-a"]["acked_seq"] == 1300
     assert "plug-a: the database's state of it is newer" in done.stdout
     ids = (db.lookup("plug-a/power")["id"], open_reader(str(data)).lookup("plug-a/power")["id"])

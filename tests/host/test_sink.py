@@ -386,3 +386,49 @@ def test_a_cluster_s_sink_goes_on_where_the_last_collector_s_cursor_left_off(
         assert list(feeds.values()) == [{"next": 150, "start": T0, "holes": []}]
     finally:
         store.close()
+
+
+def test_a_commit_that_shows_after_the_sink_looked_is_sent(tmp_path, receiver, pg_database):
+    """A cluster's collectors commit side by side, and the sink may look while one of their
+    transactions is half done. What it takes for "something new was committed" must show with
+    the rows, not before them: here a collector's commit is held mid-transaction (another
+    session holds wl_meta's row; the commit waits for it, as it waits for another collector's
+    commit), the sink looks, the commit ends: the sink's next look sends its readings. (A
+    sequence's number, as the commit number was, shows before the rows; the sink then found
+    nothing new after the commit and never sent those readings.)"""
+    import psycopg
+    from batches import batch
+    from wattlog.store.postgres import PgStore
+
+    def recs(first, n):
+        return [(T0 + 10 * k, 100.0 + k, 1000 + k, 230.0, 0.5) for k in range(first, first + n)]
+
+    dsn, password = pg_database
+    store = PgStore(dsn, password, Complaints())
+    holder = psycopg.connect(dsn, password=password)
+    try:
+        store.recover({})
+        store.take("wattlog/p/readings", batch(recs(0, 100)))
+        store.commit()
+        follower = Sink(store, str(tmp_path), Writer(Target(
+            "influx://127.0.0.1:%d/wattlog" % receiver.port)), Schema("sp3s"),
+            horizon_s=40 * 86400)
+        assert follower.poll() == 100
+        holder.execute("SELECT * FROM wl_meta FOR UPDATE")  # held until holder.commit()
+        store.take("wattlog/p/readings", batch(recs(100, 50), seq=100))
+        committing = threading.Thread(target=store.commit)
+        committing.start()
+        wait_until(lambda: holder.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
+            "wait_event_type = 'Lock'").fetchone()[0] == 1)
+        assert follower.poll() == 0  # the commit is not done: nothing of it shows
+        holder.commit()
+        committing.join(20)
+        assert not committing.is_alive()
+        assert follower.poll() == 50
+        sent = [line for body in receiver.bodies for line in body.splitlines()]
+        assert sorted(int(line.rsplit(" ", 1)[1]) for line in sent) == \
+            [T0 + 10 * k for k in range(150)]
+    finally:
+        holder.close()
+        store.close()

@@ -58,7 +58,8 @@ from wattlog.store.base import StoreError
 from wattlog.store.commitfile import when
 from wattlog.store.feeds import FILE as REGISTRY_FILE
 from wattlog.store.phpfina import FeedError
-from wattlog.store.postgres import CHANNELS, SCHEMA_KEY, UNITS, PgCommitter, StoreUnavailable
+from wattlog.store.postgres import (CHANNELS, COUNT_COMMIT, SCHEMA_KEY, UNITS, PgCommitter,
+                                    StoreUnavailable)
 from wattlog.store.reader import Reader
 
 CHUNK_SLOTS = 1 << 16  # a transaction: 65,536 slots (7.6 days at 10 s), 3.3 MB to COPY
@@ -340,6 +341,7 @@ def _copy_chunk(conn, plug, node_id, lo, hi):
             cur.execute("INSERT INTO wl_migrated VALUES (%s, %s, %s) ON CONFLICT (node) DO "
                         "UPDATE SET source = EXCLUDED.source, upto = EXCLUDED.upto",
                         (plug.node, plug.source, hi))
+            cur.execute(COUNT_COMMIT)  # a cluster's sink looks again
     return int(np.count_nonzero(written.any(axis=0))), int(np.count_nonzero(written))
 
 

@@ -34,7 +34,11 @@ Tables (schema made here, idempotently, by the first store that connects):
                flush_summaries(),
                never on the commit's path, so a query past it reads the readings themselves
   wl_commits   a sequence: each commit's number, carried by its acks (commitfile.py's role)
-  wl_meta      last_commit: when the last commit was made (unix s)
+  wl_meta      last_commit: when the last commit was made (unix s); commits: how many
+               commits (and migrated chunks) have changed the readings, counted in their own
+               transactions, so it changes when their rows show, and is what committed() says
+               (a sequence cannot be: nextval shows at once, before its transaction's rows,
+               and a reader that took that number without the rows would never look again)
   wl_docs      key, doc (jsonb): a small document a part keeps in the database rather than in
                one collector's directory, so that another collector can take its duty over
                (the InfluxDB sink's cursor in a cluster: "influx")
@@ -96,6 +100,8 @@ class LeaseLost(StoreUnavailable):
 MEMBERS_KEY = 0x776C6D00     # pg_advisory_lock(MEMBERS_KEY, i): collector i is alive
 PARTITIONS_KEY = 0x776C7000  # pg_advisory_lock(PARTITIONS_KEY, p): partition p is owned
 MAX_MEMBERS = 1024
+COUNT_COMMIT = ("INSERT INTO wl_meta VALUES ('commits', 1) ON CONFLICT (key) DO UPDATE SET "
+                "value = wl_meta.value + 1")  # a transaction's last statement: held briefly
 SCHEMA_KEY = 0x776C7300      # pg_advisory_xact_lock: one collector makes the tables at a time
 DUTIES_KEY = 0x776C6400      # pg_advisory_lock(DUTIES_KEY, d): duty d is done by its holder
 SINK_DUTY = 1                # the InfluxDB sink: one collector of a cluster sends
@@ -255,11 +261,12 @@ class PgReader(Interface):
             "SELECT node, state FROM wl_nodes ORDER BY node")}
 
     def committed(self):
-        """(the last commit's number, {feed id: its plug's slots}): every row is committed,
-        so a feed's length is its plug's grid, first to top (PgFeed.npoints())."""
-        rows = self.conns.query("SELECT (SELECT last_value FROM wl_commits), f.id, "
-                                "n.top - n.first + 1 FROM wl_nodes n RIGHT JOIN wl_feeds f "
-                                "ON f.node_id = n.id")
+        """(the commits so far, {feed id: its plug's slots}), in one statement, so one
+        snapshot: the count (wl_meta's commits) shows with the rows it counts. Every row is
+        committed, so a feed's length is its plug's grid, first to top (PgFeed.npoints())."""
+        rows = self.conns.query("SELECT (SELECT COALESCE(max(value), 0) FROM wl_meta WHERE key "
+                                "= 'commits'), f.id, n.top - n.first + 1 FROM wl_nodes n RIGHT "
+                                "JOIN wl_feeds f ON f.node_id = n.id")
         generation = rows[0][0] if rows else 0
         return generation, {fid: n for _, fid, n in rows if fid is not None}
 
@@ -479,6 +486,7 @@ class PgCommitter:
                     cur.execute("INSERT INTO wl_meta VALUES ('last_commit', %s) ON CONFLICT "
                                 "(key) DO UPDATE SET value = EXCLUDED.value",
                                 (int(self.clock()),))
+                    cur.execute(COUNT_COMMIT)
         except psycopg.Error as e:
             kind = LeaseLost if self.fenced and (self._conn.closed or self._conn.broken) \
                 else StoreUnavailable
