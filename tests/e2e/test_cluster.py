@@ -9,8 +9,9 @@ broker node stopped, PostgreSQL stopped for 20 s) every plug's readings drain: s
 produced per plug, each slot once with its value (the database's key is node and slot: a
 duplicate cannot exist; a gap is a missing slot), and the partitions are shared fairly again
 (each live collector at most ceil(P / live)). Every collector serves every plug (emoncms's
-API, the dashboard in Chromium). Real time: servers, leases and resends run by the wall
-clock.
+API, the dashboard in Chromium), and one at a time writes InfluxDB (a private influxd), each
+stored reading once, another going on when it dies. Real time: servers, leases and resends
+run by the wall clock.
 
 The cluster is provisioned as `wattlog provision --cluster` provisions one, and the real-
 firmware plugs run with the config.json it wrote them: broker.host the three gateways, tried
@@ -22,6 +23,7 @@ them), and they must move to another node and go on publishing while it is down.
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -50,7 +52,7 @@ LIGHT = 200  # in this one process: paho's select() takes no descriptor above 10
              # client holds three, so 300 would leave a plug or two no room (lightplug.py)
 LEASE_S = 5
 ALL = ["c%d" % i for i in range(COLLECTORS)]
-REAL = {"real-a": "washer", "real-b": "heatpump"}  # real-firmware plugs: their profiles
+REAL = {"real-a": "washer", "real-b": "heatpump", "real-c": "fridge"}  # real firmware: profiles
 STOPPED = 0  # the node stopped: the first gateway of every plug's list, where the real plugs are
 WATCHER = 2  # the gateway the watcher of the real plugs' logs is on (never stopped)
 
@@ -99,6 +101,10 @@ class Cluster:
                                nats_store=os.path.join(self.work, "js"),
                                progress=lambda text: None)
         self.pg = pgserver.PgServer().start()
+        self.influx = None  # InfluxDB, when Debian's influxd is here (tools/setup installs it)
+        if shutil.which("influxd"):
+            from influxd import Influxd
+            self.influx = Influxd(self.work, "wattlog").start()
         self.nats = natscluster.NatsCluster.provisioned(self.work, self.auth).start()
         self.brokers = None
         self.collectors = [None] * COLLECTORS
@@ -116,13 +122,16 @@ class Cluster:
                     'store_password_file = "%s"\nstatus_interval = 2\n'
                     '[http]\nlisten = "127.0.0.1:%d"\n'
                     '[cluster]\nnats = [%s]\nmqtt = [%s]\npartitions = %d\nname = "c%d"\n'
-                    'lease = %d\n'
+                    'lease = %d\n%s'
                     % (self.nats.mqtt_ports[i % 3],
                        os.path.join(self.auth, "wattlog-collector.password"),
                        os.path.join(self.work, "c%d" % i), self.pg.dsn, self.pg.password_file,
                        self.ports[i], ", ".join('"%s"' % u for u in self.nats.nats_urls),
                        ", ".join('"mqtt://wattlog-collector@127.0.0.1:%d"' % p
-                                 for p in self.nats.mqtt_ports), PARTITIONS, i, LEASE_S))
+                                 for p in self.nats.mqtt_ports), PARTITIONS, i, LEASE_S,
+                       '[influx]\nurl = "influx://127.0.0.1:%d/wattlog"\nschema = "sp3s"\n'
+                       % self.influx.port
+                       if self.influx else ""))
         return path
 
     def start_collector(self, i):
@@ -154,6 +163,15 @@ class Cluster:
         owners = list(self.owners().values())
         return len(owners) == PARTITIONS and set(owners) == set(live) and \
             max(owners.count(c) for c in live) <= math.ceil(PARTITIONS / len(live))
+
+    def sending(self):
+        """The collectors holding the InfluxDB sink's duty (one, or none between holders)."""
+        from wattlog.store.postgres import DUTIES_KEY, SINK_DUTY
+        with psycopg.connect(self.pg.dsn, password=self.pg.password, autocommit=True) as c:
+            return [name.split()[-1] for name, in c.execute(
+                "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = "
+                "l.pid WHERE l.locktype = 'advisory' AND l.classid = %s::oid AND l.objid = %s "
+                "AND l.granted", (DUTIES_KEY, SINK_DUTY)).fetchall()]
 
     def energy_before(self, t):
         """{node: its energy total (Wh) in the database's last reading before time t}."""
@@ -223,6 +241,8 @@ class Cluster:
                     proc.kill()
         self.nats.stop()
         self.pg.close()
+        if self.influx is not None:
+            self.influx.stop()
 
 
 @pytest.fixture(scope="module")
@@ -487,7 +507,7 @@ def test_every_collector_serves_every_plug_s_data_and_dashboard(cluster):
 
 
 def test_real_firmware_plugs_kept_every_slot_through_the_faults(cluster):
-    """The two real-firmware plugs ran through every fault above: every slot their meters
+    """The three real-firmware plugs ran through every fault above: every slot their meters
     produced is stored once with exactly the value measured."""
     for node, n in cluster.real.items():
         n.stop()
@@ -501,3 +521,85 @@ def test_real_firmware_plugs_kept_every_slot_through_the_faults(cluster):
         rows = cluster.stored()[node]
         assert [k - first for k, _ in rows] == list(range(s["produced"])), node
         assert np.array_equal(np.array([p for _, p in rows], dtype="<f4"), want), node
+
+
+def influx_power(cluster):
+    """{node: {unix s: W}} of every power point InfluxDB holds (the sp3s schema, power only, a
+    point a reading: measurement the plug's name, field usage), and how many rows it answered
+    (a point twice would be two rows)."""
+    ans = cluster.influx.query('SELECT "usage" FROM /.*/')
+    out, nrows = {}, 0
+    for series in ans["results"][0].get("series", []):
+        out[series["name"]] = {t: value for t, value in series["values"]}
+        nrows += len(series["values"])
+    return out, nrows
+
+
+class Unmet(str):
+    """A false answer to a wait that says why (wait_until prints the last one)."""
+
+    def __bool__(self):
+        return False
+
+
+def influx_matches(cluster):
+    """InfluxDB holds every power reading the database holds, once, with its value (its
+    points counted first, per plug: the whole comparison only once the counts agree); else
+    an Unmet naming the plugs whose counts differ, (InfluxDB's, the database's)."""
+    ans = cluster.influx.query('SELECT count("usage") FROM /.*/')
+    counted = {series["name"]: sum(v[1] for v in series["values"])
+               for series in ans["results"][0].get("series", [])}
+    with psycopg.connect(cluster.pg.dsn, password=cluster.pg.password, autocommit=True) as c:
+        stored = dict(c.execute("SELECT n.node, count(r.power) FROM wl_readings r JOIN wl_nodes "
+                                "n ON n.id = r.node_id GROUP BY 1").fetchall())
+    if not stored or counted != stored:
+        return Unmet("%d plugs differ: %s" % (
+            len(set(counted) ^ set(stored)) + sum(counted[n] != stored[n]
+                                                  for n in set(counted) & set(stored)),
+            {n: (counted.get(n), stored.get(n)) for n in sorted(set(counted) | set(stored))
+             if counted.get(n) != stored.get(n)}))
+    have, nrows = influx_power(cluster)
+    want = {node: {slot * 10: np.float32(p) for slot, p in rows if p is not None}
+            for node, rows in cluster.stored().items()}
+    return bool(want) and nrows == sum(len(v) for v in want.values()) and \
+        {node: {t: np.float32(v) for t, v in points.items()} for node, points in have.items()} \
+        == want
+
+
+@pytest.mark.skipif(not shutil.which("influxd"), reason="no influxd here: tools/setup installs it")
+def test_one_collector_at_a_time_writes_influxdb_and_another_goes_on_when_it_dies(cluster):
+    """The InfluxDB sink runs in one collector of the cluster (the holder of its duty, a lease
+    in the database like a partition's); the others' /api/health say another collector
+    writes. After every fault above, InfluxDB holds each stored power reading once with its
+    value. SIGKILL the holder: another takes the duty and goes on from the cursor in the
+    database, and the readings made since reach InfluxDB too."""
+    wait_until("one collector writes InfluxDB", lambda: len(cluster.sending()) == 1, 30)
+    wait_until("InfluxDB holding every stored reading once", lambda: influx_matches(cluster), 120,
+               poll_s=0.5)
+    (holder,) = cluster.sending()
+    i = int(holder[1:])
+    for k in range(COLLECTORS):
+        with urllib.request.urlopen("http://127.0.0.1:%d/api/health" % cluster.ports[k]) as r:
+            state = json.load(r)["influx"]["state"]
+        assert state in (("up",) if k == i else ("elsewhere",)), (k, state)
+    cluster.collectors[i].kill()
+    cluster.collectors[i].wait()
+    killed_at = time.time() - 20  # the slots that may have been made since, and a margin
+    logs = [cluster.log(k) for k in range(COLLECTORS)]
+    wait_until("another collector writes InfluxDB",
+               lambda: cluster.sending() not in ([], [holder]), 30)
+    (heir,) = cluster.sending()
+    plugs = light_round(cluster, aligned_past(3600), readings=30)
+    drained(cluster, plugs)
+    wait_until("InfluxDB holding the readings made since, each once",
+               lambda: influx_matches(cluster), 120, poll_s=0.5)
+    # it went on from the cursor in the database: it sent what came since (a point a reading),
+    # not everything again
+    k = int(heir[1:])
+    sent = [int(line.split("caught up: ")[1].split()[0])
+            for line in cluster.log(k)[len(logs[k]):].splitlines() if "caught up: " in line]
+    since = LIGHT * 30 + sum(cluster.stored_since(node, killed_at) for node in REAL)
+    assert sent and max(sent) <= since, (sent, since)
+    cluster.start_collector(i)
+    wait_until("the restarted collector holds its share again, the others theirs",
+               lambda: cluster.fair(ALL), 60)

@@ -59,10 +59,14 @@ def free_port():
 
 
 def wait_for_port(port, timeout_s=10.0, proc=None):
+    """Until something listens on 127.0.0.1:port; RuntimeError when proc (the server that
+    should, mosquitto or nats-server) exits first, or after timeout_s."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError("mosquitto exited with status %d" % proc.returncode)
+            name = os.path.basename(str(proc.args[0] if isinstance(proc.args, (list, tuple))
+                                        else proc.args).split()[0])
+            raise RuntimeError("%s exited with status %d" % (name, proc.returncode))
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
             return

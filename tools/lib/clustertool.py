@@ -93,7 +93,7 @@ def stop_process(proc, timeout_s=60, sig=signal.SIGTERM):
 def main(argv=None):
     p = argparse.ArgumentParser(prog="tools/cluster", description=__doc__.split("\n\n")[0])
     p.add_argument("--light", type=int, default=30, help="light CPython plugs (default 30)")
-    p.add_argument("--real", type=int, default=2, help="real-firmware plugs (default 2)")
+    p.add_argument("--real", type=int, default=3, help="real-firmware plugs (default 3)")
     p.add_argument("--collectors", type=int, default=3, help="collectors (default 3)")
     p.add_argument("--partitions", type=int, default=16, help="partitions (default 16)")
     p.add_argument("--batch-s", type=int, default=30, choices=(10, 20, 30),
