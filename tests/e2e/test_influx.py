@@ -233,7 +233,15 @@ class BadInflux:
             return
 
     def close(self):
+        """The port free at once, for InfluxDB to listen on: close() alone leaves the socket
+        listening while a thread is blocked in its accept() (Linux keeps it until the call
+        returns), and InfluxDB's bind then failed unless a connection had come meanwhile
+        (side by side with another suite, it had not: "address already in use")."""
         self.closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() (EINVAL)
+        except OSError:
+            pass
         self.sock.close()
         for c in self.conns:
             try:
