@@ -77,8 +77,9 @@ def account(scenario, data, nodes, began, allowed_lost=None):
             mine = set(range(first, first + n * INTERVAL, INTERVAL))
             missing = mine - set(have)
             if allowed_lost is None:
-                assert not missing, "%s lost %d readings of boot %d, e.g. %s" % (
-                    node, len(missing), i, sorted(missing)[:5])
+                assert not missing, "%s lost %d readings of boot %d, e.g. %s (at its end " \
+                    "the plug said %d unsent, %d never sent)" % (
+                        node, len(missing), i, sorted(missing)[:5], unsent, never)
             else:
                 allowed_lost(node, i, len(missing), run)
             produced += n

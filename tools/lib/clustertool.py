@@ -71,6 +71,41 @@ def spawn(argv, log_path, **kw):
                                 start_new_session=True, preexec_fn=terminate_with_parent, **kw)
 
 
+def last_line(path):
+    """The last line a log holds that says something ("" if none): not the collector's
+    closing "stopped: see the error above", but that error."""
+    try:
+        with open(path, errors="replace") as f:
+            lines = [line for line in f.read().strip().splitlines()
+                     if "see the error above" not in line]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+def start_collector(collectors, i, work, auth, nats, pg, partitions, tries=3):
+    """Collector i (into collectors[i]) on a free port, until it answers; its port. One that
+    ends before it answers (its port taken by another program meanwhile: the port is picked
+    before the collector listens on it) is said, with its log's last line, and started again
+    on another port."""
+    log_path = os.path.join(work, "c%d.log" % i)
+    for attempt in range(tries):
+        port = free_port()
+        config = collector_config(work, auth, i, nats, pg, port, partitions)
+        proc = collectors[i] = spawn([sys.executable, "-m", "wattlog.cli", "collect",
+                                      "--config", config], log_path, env=pg.connect_env())
+        deadline = time.monotonic() + READY_S
+        while proc.poll() is None and plugs_listed(port) is None and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)
+        if proc.poll() is None:
+            return port
+        print("  collector c%d ended (exit status %d: %s)%s" % (
+            i, proc.returncode, last_line(log_path),
+            "; starting it again on another port" if attempt < tries - 1 else ""), flush=True)
+    raise SystemExit("collector c%d did not start: see %s" % (i, log_path))
+
+
 def plugs_listed(port):
     """The node ids /api/plugs lists, or None while the collector does not answer."""
     try:
@@ -128,10 +163,8 @@ def main(argv=None):
               % (",".join(map(str, nats.mqtt_ports)), ", ".join(nats.nats_urls)), flush=True)
         ports = [free_port() for _ in range(args.collectors)]
         for i in range(args.collectors):
-            config = collector_config(work, auth, i, nats, pg, ports[i], args.partitions)
-            collectors.append(spawn([sys.executable, "-m", "wattlog.cli", "collect",
-                                     "--config", config], os.path.join(work, "c%d.log" % i),
-                                    env=pg.connect_env()))
+            collectors.append(None)
+            ports[i] = start_collector(collectors, i, work, auth, nats, pg, args.partitions)
         print("  %d collectors: logs in %s" % (args.collectors,
                                                os.path.join(work, "c<i>.log")), flush=True)
         start = int(time.time()) // 10 * 10
@@ -172,6 +205,7 @@ def main(argv=None):
             stop_process(proc, 45)
         print("  the plugs stopped in %.1f s" % (time.monotonic() - began), flush=True)
         began = time.monotonic()
+        collectors = [proc for proc in collectors if proc is not None]
         for proc in collectors:
             proc.send_signal(signal.SIGTERM)
         codes = [stop_process(proc) for proc in collectors]
