@@ -553,11 +553,9 @@ def influx_matches(cluster):
         stored = dict(c.execute("SELECT n.node, count(r.power) FROM wl_readings r JOIN wl_nodes "
                                 "n ON n.id = r.node_id GROUP BY 1").fetchall())
     if not stored or counted != stored:
-        return Unmet("%d plugs differ: %s" % (
-            len(set(counted) ^ set(stored)) + sum(counted[n] != stored[n]
-                                                  for n in set(counted) & set(stored)),
-            {n: (counted.get(n), stored.get(n)) for n in sorted(set(counted) | set(stored))
-             if counted.get(n) != stored.get(n)}))
+        differ = {n: (counted.get(n), stored.get(n)) for n in sorted(set(counted) | set(stored))
+                  if counted.get(n) != stored.get(n)}
+        return Unmet("%d plugs differ: %s" % (len(differ), differ))
     have, nrows = influx_power(cluster)
     want = {node: {slot * 10: np.float32(p) for slot, p in rows if p is not None}
             for node, rows in cluster.stored().items()}

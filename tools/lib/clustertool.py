@@ -83,8 +83,8 @@ def last_line(path):
     return lines[-1] if lines else ""
 
 
-def start_collector(collectors, i, work, auth, nats, pg, partitions, tries=3):
-    """Collector i (into collectors[i]) on a free port, until it answers; its port. One that
+def start_collector(i, work, auth, nats, pg, partitions, tries=3):
+    """Collector i on a free port, once it answers: (its process, its port). One that
     ends before it answers (its port taken by another program meanwhile: the port is picked
     before the collector listens on it) is said, with its log's last line, and started again
     on another port."""
@@ -92,14 +92,14 @@ def start_collector(collectors, i, work, auth, nats, pg, partitions, tries=3):
     for attempt in range(tries):
         port = free_port()
         config = collector_config(work, auth, i, nats, pg, port, partitions)
-        proc = collectors[i] = spawn([sys.executable, "-m", "wattlog.cli", "collect",
-                                      "--config", config], log_path, env=pg.connect_env())
+        proc = spawn([sys.executable, "-m", "wattlog.cli", "collect",
+                      "--config", config], log_path, env=pg.connect_env())
         deadline = time.monotonic() + READY_S
         while proc.poll() is None and plugs_listed(port) is None and \
                 time.monotonic() < deadline:
             time.sleep(0.2)
         if proc.poll() is None:
-            return port
+            return proc, port
         print("  collector c%d ended (exit status %d: %s)%s" % (
             i, proc.returncode, last_line(log_path),
             "; starting it again on another port" if attempt < tries - 1 else ""), flush=True)
@@ -161,10 +161,11 @@ def main(argv=None):
         nats.start()
         print("  NATS JetStream: MQTT gateways on 127.0.0.1:%s; clients on %s"
               % (",".join(map(str, nats.mqtt_ports)), ", ".join(nats.nats_urls)), flush=True)
-        ports = [free_port() for _ in range(args.collectors)]
+        ports = []
         for i in range(args.collectors):
-            collectors.append(None)
-            ports[i] = start_collector(collectors, i, work, auth, nats, pg, args.partitions)
+            proc, port = start_collector(i, work, auth, nats, pg, args.partitions)
+            collectors.append(proc)
+            ports.append(port)
         print("  %d collectors: logs in %s" % (args.collectors,
                                                os.path.join(work, "c<i>.log")), flush=True)
         start = int(time.time()) // 10 * 10
@@ -205,7 +206,6 @@ def main(argv=None):
             stop_process(proc, 45)
         print("  the plugs stopped in %.1f s" % (time.monotonic() - began), flush=True)
         began = time.monotonic()
-        collectors = [proc for proc in collectors if proc is not None]
         for proc in collectors:
             proc.send_signal(signal.SIGTERM)
         codes = [stop_process(proc) for proc in collectors]
