@@ -59,6 +59,43 @@ def run(profile, start, slots, interval=10, poll_every=1):
     return records(ring), s
 
 
+class MsClock:
+    """Node time in ms the test moves, from t0 (unix-like seconds) on: the node's loop in
+    real time wakes every LOOP_MS, within seconds."""
+
+    def __init__(self, t0):
+        self.t0 = t0
+        self.ms = 0
+
+    def time_s(self):
+        return self.t0 + self.ms // 1000
+
+    true_s = time_s
+
+    def time_ms(self):
+        return self.ms
+
+    def ticks_ms(self):
+        return self.ms & 0x3FFFFFFF
+
+
+def run_ms(profile, start, slots, every_ms, interval=10):
+    """run() polling every every_ms of node time, closing at each slot's end exactly (as the
+    node's clock wait() makes it)."""
+    clock = MsClock(start)
+    meter = SimMeter(clock, profile)
+    ring = Ring(slots * 2)
+    s = Sampler(meter, ring, interval)
+    s.start(start, clock.ticks_ms())
+    while ring.next < slots:
+        end_ms = (s.slot_end - start) * 1000
+        clock.ms = min(clock.ms + every_ms, end_ms)
+        meter.poll()
+        if clock.time_s() >= s.slot_end:
+            s.close(clock.time_s(), clock.ticks_ms())
+    return records(ring)
+
+
 class TestSampler(unittest.TestCase):
     def test_slots_are_aligned_and_hold_the_mean(self):
         """A constant 1234.5 W load gives 12345 dW in every slot, stamped at multiples of 10 s."""
@@ -78,6 +115,21 @@ class TestSampler(unittest.TestCase):
             self.assertEqual(volts, (sum(voltage_cv(x) for x in range(t, t + 10)) + 5) // 10)
         coarse, _ = run("washer", start, 30, interval=10, poll_every=5)
         self.assertEqual(coarse, fine)
+
+    def test_polls_within_a_second_count_each_second_once(self):
+        """In real time the node's loop polls every LOOP_MS, so the meter sees parts of
+        seconds: through the washer's drum (150 W for 12 s, 30 W for 8 s) polls every 100 ms
+        or 700 ms give the records that whole-second polls give, each slot's mean voltage and
+        current those of its own ten seconds (the first second of a window counted once)."""
+        start = 8 * 3600 + 1700
+        p = Profile("washer")
+        runs = [run_ms("washer", start, 12, every_ms) for every_ms in (1000, 100, 700)]
+        for t, _, _, volts, amps in runs[0]:
+            v = [voltage_cv(x) for x in range(t, t + 10)]
+            i = [p.current_ma(p.power_dw(x), y) for x, y in zip(range(t, t + 10), v)]
+            self.assertEqual((volts, amps), ((sum(v) + 5) // 10, (sum(i) + 5) // 10))
+        self.assertEqual(runs[1], runs[0])
+        self.assertEqual(runs[2], runs[0])
 
     def test_energy_counter_carries_parts_of_a_wh(self):
         """1000 W for 10 s is 2.78 Wh: after 36 slots the counter shows exactly 100 Wh, and the

@@ -49,9 +49,10 @@ def test_postgresql_keeps_every_slot_exactly_through_a_kill(broker, simnodes, tm
     c.kill()  # a power cut of the collector's machine: what it had not committed is resent
     c.restart()  # on the same port, its log appended
     try:
-        for nid in plugs:  # caught up with the present, through the kill
+        live = aligned_past(0) + 2 * INTERVAL  # a few slots measured live, in real time
+        for nid in plugs:  # caught up with the present, through the kill, and on live
             wait_api(port, "/api/plugs/%s" % nid, lambda got: got["acked_seq"] is not None and
-                     got["state"] and got["state"]["time"] >= aligned_past(30))
+                     got["state"] and got["state"]["time"] >= live)
         for n in nodes.values():
             n.stop()  # it sends what it holds, then says what it produced
         summaries = {nid: summary(n.output) for nid, n in nodes.items()}
@@ -69,14 +70,11 @@ def test_postgresql_keeps_every_slot_exactly_through_a_kill(broker, simnodes, tm
                 got = call(port, "/api/series?feed=%s/%s&start=%d&end=%d&points=100000"
                            % (nid, channel, start, start + n * INTERVAL))
                 assert got["raw"] and got["time"] == [start + INTERVAL * k for k in range(n)]
-                # the last slot is the live one the stop ends: on a busy machine its loop may
-                # have been held up a second, so its mean is not the profile's to the digit
+                # exact to the last slot too: the live ones are polled within seconds (the
+                # simulated meter counts each second once, test_sampler.py)
                 stored = np.array(got["value"], dtype="<f4")
                 off = np.flatnonzero(stored != values).tolist()
-                assert off in ([], [n - 1]), (nid, channel, off[:5], stored[off[:5]],
-                                              values[off[:5]])
-                assert abs(stored[-1] - values[-1]) <= 0.01 * abs(values[-1]) + 0.01, \
-                    (nid, channel, stored[-1], values[-1])
+                assert off == [], (nid, channel, n, off[:5], stored[off[:5]], values[off[:5]])
                 served[nid][channel] = list(stored)
             feed = call(port, "/emoncms/feed/list.json")
             fid = next(f["id"] for f in feed if f["tag"] == nid and f["name"] == "power")
