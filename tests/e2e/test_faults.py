@@ -143,6 +143,7 @@ def test_broker_stopped_and_restarted(broker, collectors, simnodes, tmp_path):
     time.sleep(4)       # the outage itself: plugs hold their readings, the collector retries
     broker.start()
     outs = finish(plugs)
+    taken(broker)  # the plugs' last batches, at the broker when they ended
     assert c.stop() == 0
     account("broker restarted", data,
             [(n, watts(i), o) for i, (n, o) in enumerate(zip(names, outs))], began)
@@ -164,6 +165,7 @@ def test_link_cut_longer_than_the_commit_interval(broker, collectors, simnodes, 
         time.sleep(20)  # > commit interval, > the 15 s PUBACK timeout, < the ring (307 s)
         relay.heal()
         outs = finish(plugs)
+    taken(broker)  # the plugs' last batches, at the broker when they ended
     assert c.stop() == 0
     account("node-broker link cut 20 s", data,
             [(n, watts(i), o) for i, (n, o) in enumerate(zip(names, outs))], began)
@@ -184,6 +186,7 @@ def test_nodes_rebooted_cleanly_and_by_crash(broker, collectors, simnodes, tmp_p
     with Recorder(broker, name="faults-cmd") as cmd:
         cmd.publish("wattlog/boot-a/cmd", json.dumps({"cmd": "reboot"}))
     outs = finish(plugs)
+    taken(broker)  # the plugs' last batches, at the broker when they ended
     assert c.stop() == 0
     assert len(summaries(outs[0])) == 2, outs[0][-3000:]  # rebooted once, cleanly
     crashed = crashes(outs[2])
@@ -222,6 +225,7 @@ def test_an_outage_longer_than_ring_and_spill(broker, collectors, simnodes, tmp_
         time.sleep(30)  # the outage itself: 600 readings at 200x, more than ring and spill
         relay.heal()
         outs = finish(plugs)
+    taken(broker)  # the plugs' last batches, at the broker when they ended
     assert c.stop() == 0
     reported = {}
     missing = {}
@@ -403,6 +407,7 @@ def test_the_collector_down_for_a_week(broker, collectors, simnodes, tmp_path):
     plug, start, down, up = outage(broker, collectors, simnodes, data, flash, "week", 7, 4)
     c, _ = back(broker, collectors, data, "week", start, up)
     plug.stop()
+    taken(broker)  # its last batches, at the broker when it ended
     assert c.stop() == 0
     s = summaries(plug.output)[-1]
     account("collector down 7 days of node time (10 s)", data, [("week", 500, plug.output)],
@@ -427,6 +432,7 @@ def test_a_power_cut_during_a_long_outage(broker, collectors, simnodes, tmp_path
         broker.port, "cut", "--profile", "constant:500", "--speed", "max", "--start", again_at,
         "--then-realtime", "--flash", flash, "--power-cut"))
     plug2.stop()
+    taken(broker)  # its last batches, at the broker when it ended
     assert c.stop() == 0
     cut_run = (start, (newest - start) // INTERVAL + 1, 0, 0)
 
@@ -455,6 +461,7 @@ def test_a_torn_segment(broker, collectors, simnodes, tmp_path):
         broker.port, "torn", "--profile", "constant:500", "--speed", "max", "--start",
         again_at, "--then-realtime", "--flash", flash))
     plug2.stop()
+    taken(broker)  # its last batches, at the broker when it ended
     assert c.stop() == 0
     s = summaries(plug2.output)[-1]
     first_run = (start, (newest - start) // INTERVAL + 1, 0, 0)
