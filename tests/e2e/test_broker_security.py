@@ -21,7 +21,7 @@ import pytest
 
 from broker import free_port, mosquitto_path, wait_for_port
 from helpers import aligned_past, wattlog
-from rig import Collector, Recorder, SimPlug
+from rig import Collector, Recorder, SimPlug, taken
 from wattlog.fleet.provision import COLLECTOR, HOMEASSISTANT, OPERATOR, password_file
 
 
@@ -34,6 +34,22 @@ def cmdline(pid):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mosquitto drops privileges only when started "
                                               "as root; run the suite as root")
+class Provisioned:
+    """A broker that `wattlog provision` configured, as Recorder logs in to it: as a plug, with
+    the password from the plug's config.json (the broker knows no test user)."""
+
+    def __init__(self, port, config_path):
+        self.port = port
+        with open(config_path) as f:
+            self._password = json.load(f)["broker"]["password"]
+
+    def client(self, client_id, user):
+        import paho.mqtt.client as mqtt
+        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id)
+        c.username_pw_set(user, self._password)
+        return c
+
+
 def test_the_provisioned_broker_starts_as_debian_starts_it(tmp_path):
     """`wattlog provision`, then mosquitto started as root with provision's mosquitto.conf and
     no `user` line, as the Debian service runs what the README puts in conf.d: it drops to the
@@ -71,6 +87,8 @@ def test_the_provisioned_broker_starts_as_debian_starts_it(tmp_path):
         s = SimPlug(port, "plug-r", "--node-config",
                     os.path.join(d, "nodes", "plug-r", "config.json"), "--profile",
                     "constant:300", "--speed", "max", "--start", start).finish()
+        taken(Provisioned(port, os.path.join(d, "nodes", "plug-r", "config.json")),
+              node="plug-r", user="plug-r")  # its last batches, at the broker when it ended
         assert collector.stop() == 0
         rows = wattlog("export", "--fill", "--data", tmp_path / "data", "--feed", "plug-r/power").split()
         assert len(rows) - 1 == s["produced"] >= 29 and rows[1] == "%d,300" % start

@@ -19,7 +19,7 @@ import pytest
 from helpers import REPO, aligned_past, wattlog
 from otabuilds import Builds
 from otarun import info, live_plug, ota, ota_command, printed
-from rig import Recorder, summaries, summary
+from rig import Recorder, summaries, summary, taken
 from wattlog.fleet.provision import OPERATOR
 
 pytestmark = pytest.mark.realtime
@@ -100,6 +100,7 @@ def test_an_update_is_verified_switched_tried_and_confirmed(broker, collectors, 
     assert line.endswith(" 0.2.0-test  0.2.0-test confirmed"), line
     node.stop()
     s = summary(node.output)
+    taken(broker)  # its last batches, at the broker when it ended
     assert c.stop() == 0
     rows = wattlog("export", "--fill", "--data", data, "--feed", "ota-1/power").splitlines()[1:]
     times = [int(r.split(",")[0]) for r in rows]

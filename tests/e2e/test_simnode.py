@@ -11,7 +11,7 @@ import pytest
 
 import simnode
 from helpers import REPO, aligned_past, wattlog
-from rig import Recorder
+from rig import Recorder, taken
 from wattlog.times import parse_time
 
 
@@ -26,6 +26,7 @@ def test_a_silent_chip_stores_missing_slots(broker, collectors, simnodes, tmp_pa
         s = simnodes(broker.port, "mute", "--board", "devkit-cse7766", "--faults",
                      '{"silent": true}', "--profile", "constant:1500", "--start",
                      aligned_past(600), "--speed", "max").finish()
+        taken(broker)  # its last batches, at the broker when it ended
         assert collector.stop() == 0
     finally:
         log.close()

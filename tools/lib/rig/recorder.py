@@ -175,12 +175,14 @@ class Recorder:
         self.close()
 
 
-def taken(broker, timeout_s=60.0):
+def taken(broker, timeout_s=60.0, node="test-marker", user=TEST_USER):
     """Once this returns, the collector has taken every message the broker held for it when it
     was called: it takes them in the order they came (all QoS 1) and answers a plug's "online",
-    so its answer to a marker plug's (the broker's test user) comes after them. For a test
+    so its answer to a marker plug's (the broker's test user; or a plug that has ended, `node`
+    logged in as its `user`, where the broker knows no test user) comes after them. For a test
     that stops the collector after a plug has sent its last batch."""
-    with Recorder(broker, "wattlog/test-marker/ack", name="taken-%d-%d" % (os.getpid(), next(_names)),
-                  user=TEST_USER, timeout_s=timeout_s) as r:
-        r.publish("wattlog/test-marker/status", b"online")
-        r.next("wattlog/test-marker/ack", timeout_s=timeout_s)
+    ack = "wattlog/%s/ack" % node
+    with Recorder(broker, ack, name="taken-%d-%d" % (os.getpid(), next(_names)),
+                  user=user, timeout_s=timeout_s) as r:
+        r.publish("wattlog/%s/status" % node, b"online")
+        r.next(ack, timeout_s=timeout_s)
