@@ -5,6 +5,11 @@ temporary folder, on a free loopback port, for the cluster's tests, benches and 
         psycopg.connect(pg.dsn)    # the database "wattlog", owned by the user "wattlog"
     pg.stop(); pg.start()          # the same files and port: a test takes the database away
 
+The port is picked free before the server listens, so another program (a test side by side)
+may take it meanwhile: a first start() that finds it taken moves to another (no one has been
+told it yet); a later one keeps it. A start that fails says why in the server's own words
+(its log's error lines). NotInstalled (a RuntimeError) is what a caller may skip on.
+
 PostgreSQL refuses to run as root: started by root, the server runs as the user "postgres"
 (Debian's package makes it) or else "nobody", in a temporary folder of its own under /tmp
 (which that user can reach; removed by close()). Authentication is scram-sha-256 with a password made here (kept in
@@ -23,6 +28,12 @@ import tempfile
 from broker import free_port
 
 START_S = 60
+PORT_TRIES = 3
+PORT_TAKEN = "Address already in use"
+
+
+class NotInstalled(RuntimeError):
+    """No PostgreSQL on this machine (tools/setup installs it)."""
 
 
 def bin_dir():
@@ -32,7 +43,7 @@ def bin_dir():
     except FileNotFoundError:
         versions = []
     if not versions:
-        raise RuntimeError("PostgreSQL is not installed: run tools/setup")
+        raise NotInstalled("PostgreSQL is not installed: run tools/setup")
     return os.path.join(base, versions[-1], "bin")
 
 
@@ -63,14 +74,14 @@ class PgServer:
         os.chmod(self.root, 0o755)
         self.data = os.path.join(self.root, "data")
         self.sock = os.path.join(self.root, "sock")
-        self.port = port or free_port()
+        self._moves = port is None  # until the first start: the port is ours to change
+        self._started = False
         self.user, self.database = user, database
         self.password = secrets.token_urlsafe(18)
         self.password_file = os.path.join(self.root, "db.password")
         fd = os.open(self.password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(self.password + "\n")
-        self.dsn = "postgresql://%s@127.0.0.1:%d/%s" % (user, self.port, database)
         self.log_path = os.path.join(self.sock, "postgres.log")  # the server's user writes it
         self.bin = bin_dir()
         for d in (self.data, self.sock):
@@ -84,9 +95,16 @@ class PgServer:
                   "--pwfile=" + pw, "-E", "UTF8", "--locale=C")
         os.unlink(pw)
         with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
-            f.write("listen_addresses = '127.0.0.1'\nport = %d\nunix_socket_directories = '%s'\n"
-                    "max_connections = 200\nshared_buffers = '128MB'\n"
-                    % (self.port, self.sock))
+            f.write("listen_addresses = '127.0.0.1'\nunix_socket_directories = '%s'\n"
+                    "max_connections = 200\nshared_buffers = '128MB'\n" % self.sock)
+        self._set_port(port or free_port())
+
+    def _set_port(self, port):
+        """Listen on port: postgresql.conf's last "port" line is the one that counts."""
+        with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
+            f.write("port = %d\n" % port)
+        self.port = port
+        self.dsn = "postgresql://%s@127.0.0.1:%d/%s" % (self.user, port, self.database)
 
     def _run(self, program, *args, ok=()):
         done = subprocess.run(self._as + [os.path.join(self.bin, program)] + list(args),
@@ -98,11 +116,36 @@ class PgServer:
         return done
 
     def start(self):
-        self._run("pg_ctl", "-D", self.data, "-l", self.log_path, "-w", "-t", str(START_S),
-                  "start")
+        for tries in range(PORT_TRIES, 0, -1):
+            seen = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
+            done = self._run("pg_ctl", "-D", self.data, "-l", self.log_path, "-w", "-t",
+                             str(START_S), "start", ok=("could not start server",))
+            if done.returncode == 0:
+                break
+            said = self._log_errors(seen)
+            if not (self._moves and tries > 1 and PORT_TAKEN in said):
+                if not self._started:  # its folder goes: nobody will close() it
+                    self.close()
+                raise RuntimeError("PostgreSQL did not start on 127.0.0.1:%d: %s"
+                                   % (self.port, said or "its log says nothing"))
+            self._set_port(free_port())  # taken since it was picked: another, as the broker does
+        self._moves, self._started = False, True
         self._run("createdb", "-h", self.sock, "-p", str(self.port), "-U", self.user,
                   self.database, ok=("already exists",))
         return self
+
+    def _log_errors(self, offset):
+        """The error lines (FATAL, ERROR, could not ...) the server logged after offset (bytes),
+        in one line."""
+        try:
+            with open(self.log_path, errors="replace") as f:
+                f.seek(offset)
+                lines = f.read().splitlines()
+        except OSError:
+            return ""
+        bad = [ln.split("] ", 1)[-1].strip() for ln in lines  # less its time and pid
+               if "FATAL" in ln or "ERROR" in ln or "could not" in ln]
+        return "; ".join(bad[-3:])
 
     def stop(self, mode="fast"):
         if os.path.exists(os.path.join(self.data, "postmaster.pid")):
