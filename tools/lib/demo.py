@@ -55,13 +55,14 @@ import time
 from broker import Broker, terminate_with_parent
 from demoplugs import PLUG_STOP_S, Plug, replay_line, replay_starts, speed_for
 from demoview import Watch, plot, progress_bar
-from rig import Collector
+from rig import Collector, taken
 from wattlog.store import datalock
 from wattlog.fleet.provision import OPERATOR
 
 PROFILES = ("washer", "fridge", "heatpump")
 DEFAULT_DATA = "demo-data"
 COLLECTOR_STOP_S = 60  # its final commit: a slow disk takes seconds
+TAKEN_S = 20  # for the collector to take what the broker held for it when the plugs stopped
 
 
 def wait_for_line(path, text, proc, stop, timeout_s=30.0):
@@ -116,7 +117,10 @@ def collector_ended(rc):
 def stop_all(plugs, collector, broker):
     """The plugs, then the collector, then the broker, a line for each: each part stops while
     what it needs still runs (a plug sends what it holds through the broker; the collector
-    commits it, then acknowledges through the broker)."""
+    commits it, then acknowledges through the broker). A plug is done sending once the broker
+    has its last batch, which may not have reached the collector yet: the collector stops
+    once it has taken what the broker held for it (rig.taken(), within TAKEN_S), or its final
+    commit would miss the plugs' last readings, and the broker would go with them."""
     began = time.monotonic()
     for p in plugs.values():
         p.interrupt()
@@ -128,6 +132,11 @@ def stop_all(plugs, collector, broker):
             flush=True)
     began = time.monotonic()
     if collector.poll() is None:
+        try:
+            taken(broker, TAKEN_S)
+        except (AssertionError, OSError, queue.Empty) as e:  # stuck: its final commit all the same
+            print("  the collector did not take the plugs' last batches within %d s (%s); "
+                  "stopping it all the same" % (TAKEN_S, e), flush=True)
         collector.send_signal(signal.SIGTERM)
         try:
             collector.wait(COLLECTOR_STOP_S)
