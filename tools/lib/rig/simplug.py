@@ -51,9 +51,10 @@ class SimPlug:
 
 
 def summaries(output):
-    """Every summary line a node printed (one per clean stop or clean reboot), as dicts."""
-    return [json.loads(line[len("summary "):]) for line in output.splitlines()
-            if line.startswith("summary ")]
+    """Every summary line a node printed (one per clean stop or clean reboot), as dicts; only
+    whole lines: a node still running may be in the middle of writing its line."""
+    return [json.loads(line[len("summary "):]) for line in output.splitlines(keepends=True)
+            if line.startswith("summary ") and line.endswith("\n")]
 
 
 def summary(output):
