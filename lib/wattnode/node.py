@@ -426,7 +426,9 @@ class Node:
         return self.updates
 
     def _drop_updates(self):
-        """The update package, all of it, out of the heap."""
+        """The update package, all of it, out of the heap (its open file closed first)."""
+        if self.updates is not None:
+            self.updates.close()
         self.updates = None
         forget("ota")
 

@@ -80,6 +80,9 @@ is appended to the file on the flash and fed to the file's running sha256. Each 
 from the socket into one buffer the transfer makes as it is loaded (mqtt.py's rx_buf),
 not into a new 1 KiB block per message: in a plug's full heap, whose free room is small gaps,
 such a block is often not there (the message was dropped, and the transfer stalled on it).
+For the same reason the file being received stays open from its first chunk to its last
+(opening it costs a block, 128 bytes on the unix port): a whole chunk allocates nothing, and
+a transfer let go of closes it. Whatever reached the file stays there for a resume.
 
 Flash layout (the flash root; boot.py reads the pointer, main.py reports a failed start):
   ota/stage/manifest         the authenticated manifest of the transfer under way
@@ -155,6 +158,7 @@ class Work:
             if self.transfer is not None:  # a chunk with no transfer under way is dropped
                 self.transfer.message(topic, msg, taken)
         except MemoryError:  # the heap cannot take an update now: the trial, if any, runs on
+            self.close()
             self.transfer = self.taken = None
             self.drop()
             raise
@@ -203,6 +207,11 @@ class Work:
         if done:
             self.drop()
         return self.trial is not None or self.transfer is not None or self.taken is not None
+
+    def close(self):
+        """The transfer's open file closed, before the transfer is let go of (transfer.py)."""
+        if self.transfer is not None:
+            self.transfer.close()
 
     def drop(self):
         """Forget the parts no longer in use (the shared flash.py once none is)."""

@@ -46,6 +46,7 @@ class Updater:
         self.off = 0          # bytes of it on the flash
         self.h = None         # its running sha256
         self.part = None      # its path on the flash while it is received (.part)
+        self.fh = None        # that file, open from its first chunk to its last
         self.done = 0         # bytes of the whole set on the flash
         self.asked_ms = 0
         self.asked = False
@@ -96,19 +97,19 @@ class Updater:
         if fi != self.f or off != self.off:
             self.stale += 1  # a resent or late chunk: the next request says where we are
             return
-        entry = _file(self.m, fi)
-        name = entry[0]
-        size = entry[1]
+        size = self.m["sizes"][fi]  # not _file(): a whole chunk allocates nothing, not a tuple
         n = len(msg) - _HDR
         if n > CHUNK or off + n > size:
-            self.refuse(self.m, "a chunk of %s runs past its %d bytes" % (name, size))
+            self.refuse(self.m, "a chunk of %s runs past its %d bytes" % (_file(self.m, fi)[0],
+                                                                          size))
             return
         data = self.data if msg is self.view else msg[_HDR:]  # a whole chunk: no allocation
         try:
-            with open(self.part, "ab") as f:  # its path made once a file, not a chunk
-                f.write(data)
+            if self.fh is None:  # opened once a file (an open allocates: 128 bytes on unix)
+                self.fh = open(self.part, "ab")
+            self.fh.write(data)
         except OSError as e:
-            self.refuse(self.m, "cannot write %s (%r)" % (name, e))
+            self.refuse(self.m, "cannot write %s (%r)" % (_file(self.m, fi)[0], e))
             return
         self.h.update(data)
         self.off += n
@@ -129,13 +130,14 @@ class Updater:
         self.h = sha256()
         self.off = 0
         self.part = STAGE + "/" + name + ".part"
-        with open(self.part, "wb"):
-            pass
+        self.close()
+        self.fh = open(self.part, "wb")  # made empty, and open for the file's chunks
         if entry[1] == 0:  # nothing to ask for: check and move on at once
             self._file_done()
 
     def _file_done(self):
         """The file being received is whole: keep it if its sha256 matches, then the next."""
+        self.close()  # its chunks are all on the flash: closed, so it can be renamed
         entry = _file(self.m, self.f)
         name = entry[0]
         if self.h.digest() != entry[2]:
@@ -257,9 +259,19 @@ class Updater:
                       % (m["id"] if m else "?", reason, running()))
         self._status("refused", m, reason)
         if abort:
+            self.close()
             self.m = None
             self.h = None
             rmtree(STAGE)
+
+    def close(self):
+        """The file being received closed, if it is open (what it holds stays on the flash: a
+        transfer dropped for want of heap, or cut by a reboot, resumes from it)."""
+        if self.fh is not None:
+            try:
+                self.fh.close()
+            finally:
+                self.fh = None
 
     def _status(self, state, m, reason=None):
         status(self.link, state, m["id"] if m else None, m["version"] if m else None, reason,
