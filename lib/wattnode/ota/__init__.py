@@ -81,8 +81,9 @@ from the socket into one buffer the transfer makes as it is loaded (mqtt.py's rx
 not into a new 1 KiB block per message: in a plug's full heap, whose free room is small gaps,
 such a block is often not there (the message was dropped, and the transfer stalled on it).
 For the same reason the file being received stays open from its first chunk to its last
-(opening it costs a block, 128 bytes on the unix port): a whole chunk allocates nothing, and
-a transfer let go of closes it. Whatever reached the file stays there for a resume.
+(opening it costs a block, 128 bytes on the unix port), flushed at each chunk's end: a whole
+chunk allocates nothing, a transfer let go of closes it, and what reached the file stays there
+for a resume.
 
 Flash layout (the flash root; boot.py reads the pointer, main.py reports a failed start):
   ota/stage/manifest         the authenticated manifest of the transfer under way

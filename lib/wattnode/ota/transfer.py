@@ -108,6 +108,7 @@ class Updater:
             if self.fh is None:  # opened once a file (an open allocates: 128 bytes on unix)
                 self.fh = open(self.part, "ab")
             self.fh.write(data)
+            self.fh.flush()  # on the flash at the chunk's end, as a close made it: resumable
         except OSError as e:
             self.refuse(self.m, "cannot write %s (%r)" % (_file(self.m, fi)[0], e))
             return
