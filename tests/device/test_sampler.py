@@ -39,9 +39,10 @@ def records(ring):
             for s in range(ring.first, ring.next)]
 
 
-def rig(profile, start, capacity=8, interval=10):
-    """A started sampler measuring a simulated appliance, on a clock the test moves."""
-    clock = StepClock(start)
+def rig(profile, start, capacity=8, interval=10, clock=None):
+    """A started sampler measuring a simulated appliance, on a clock the test moves (a
+    StepClock unless one is given)."""
+    clock = clock or StepClock(start)
     meter = SimMeter(clock, profile)
     ring = Ring(capacity)
     s = Sampler(meter, ring, interval)
@@ -82,11 +83,7 @@ class MsClock:
 def run_ms(profile, start, slots, every_ms, interval=10):
     """run() polling every every_ms of node time, closing at each slot's end exactly (as the
     node's clock wait() makes it)."""
-    clock = MsClock(start)
-    meter = SimMeter(clock, profile)
-    ring = Ring(slots * 2)
-    s = Sampler(meter, ring, interval)
-    s.start(start, clock.ticks_ms())
+    clock, meter, ring, s = rig(profile, start, slots * 2, interval, MsClock(start))
     while ring.next < slots:
         end_ms = (s.slot_end - start) * 1000
         clock.ms = min(clock.ms + every_ms, end_ms)

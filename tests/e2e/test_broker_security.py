@@ -32,8 +32,6 @@ def cmdline(pid):
 
 # -- item 11: the provisioned broker starts as the README says ------------------------------
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mosquitto drops privileges only when started "
-                                              "as root; run the suite as root")
 class Provisioned:
     """A broker that `wattlog provision` configured, as Recorder logs in to it: as a plug, with
     the password from the plug's config.json (the broker knows no test user)."""
@@ -50,6 +48,8 @@ class Provisioned:
         return c
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="mosquitto drops privileges only when started "
+                                              "as root; run the suite as root")
 def test_the_provisioned_broker_starts_as_debian_starts_it(tmp_path):
     """`wattlog provision`, then mosquitto started as root with provision's mosquitto.conf and
     no `user` line, as the Debian service runs what the README puts in conf.d: it drops to the

@@ -74,7 +74,7 @@ class PgServer:
         os.chmod(self.root, 0o755)
         self.data = os.path.join(self.root, "data")
         self.sock = os.path.join(self.root, "sock")
-        self._moves = port is None  # until the first start: the port is ours to change
+        self._own_port = port is None  # picked here: ours to change until the first start
         self._started = False
         self.user, self.database = user, database
         self.password = secrets.token_urlsafe(18)
@@ -123,13 +123,13 @@ class PgServer:
             if done.returncode == 0:
                 break
             said = self._log_errors(seen)
-            if not (self._moves and tries > 1 and PORT_TAKEN in said):
+            if not (self._own_port and not self._started and tries > 1 and PORT_TAKEN in said):
                 if not self._started:  # its folder goes: nobody will close() it
                     self.close()
                 raise RuntimeError("PostgreSQL did not start on 127.0.0.1:%d: %s"
                                    % (self.port, said or "its log says nothing"))
             self._set_port(free_port())  # taken since it was picked: another, as the broker does
-        self._moves, self._started = False, True
+        self._started = True
         self._run("createdb", "-h", self.sock, "-p", str(self.port), "-U", self.user,
                   self.database, ok=("already exists",))
         return self
